@@ -1,0 +1,254 @@
+"""Reading pretrained weights: Hugging Face BERT, original TF1 checkpoints, ours.
+
+Every weight of our encoder and pretraining heads is named here by its
+original TF1 checkpoint name (google-research/bert ``modeling.py`` and
+``run_pretraining.py``: ``bert/embeddings/word_embeddings``,
+``bert/encoder/layer_3/attention/self/query/kernel``,
+``cls/predictions/output_bias``, ...). Hugging Face names derive from those.
+Optimizer slots (``adam_m``, ``adam_v``) are never weights.
+"""
+
+import json
+import logging
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import config as config_lib
+
+
+class CheckpointError(ValueError):
+  """A checkpoint is missing, unreadable, or does not fit the model."""
+
+
+# Hugging Face "hidden_act" -> ours. HF "gelu" is the exact (erf) GELU.
+HF_ACTIVATIONS = {"gelu": "gelu_exact", "gelu_new": "gelu",
+                  "gelu_pytorch_tanh": "gelu", "relu": "relu", "tanh": "tanh"}
+
+
+def encoder_variables(encoder):
+  """``[(original TF1 name, keras variable)]`` for a :class:`BertEncoder`."""
+  e = encoder.embeddings
+  out = [("bert/embeddings/word_embeddings", e.word_embeddings),
+         ("bert/embeddings/token_type_embeddings", e.token_type_embeddings),
+         ("bert/embeddings/position_embeddings", e.position_embeddings),
+         ("bert/embeddings/LayerNorm/gamma", e.layer_norm.gamma),
+         ("bert/embeddings/LayerNorm/beta", e.layer_norm.beta)]
+  for i, b in enumerate(encoder.blocks):
+    p = "bert/encoder/layer_%d/" % i
+    for sub, layer in (("attention/self/query", b.query),
+                       ("attention/self/key", b.key),
+                       ("attention/self/value", b.value),
+                       ("attention/output/dense", b.attention_output),
+                       ("intermediate/dense", b.intermediate),
+                       ("output/dense", b.output_dense)):
+      out.append((p + sub + "/kernel", layer.kernel))
+      out.append((p + sub + "/bias", layer.bias))
+    for sub, ln in (("attention/output/LayerNorm", b.attention_layer_norm),
+                    ("output/LayerNorm", b.output_layer_norm)):
+      out.append((p + sub + "/gamma", ln.gamma))
+      out.append((p + sub + "/beta", ln.beta))
+  out.append(("bert/pooler/dense/kernel", encoder.pooler.kernel))
+  out.append(("bert/pooler/dense/bias", encoder.pooler.bias))
+  return out
+
+
+def pretrainer_variables(pretrainer):
+  """Encoder variables plus the ``cls/predictions`` and ``cls/seq_relationship`` heads."""
+  out = encoder_variables(pretrainer.encoder)
+  m = pretrainer.masked_lm
+  out += [("cls/predictions/transform/dense/kernel", m.transform.kernel),
+          ("cls/predictions/transform/dense/bias", m.transform.bias),
+          ("cls/predictions/transform/LayerNorm/gamma", m.layer_norm.gamma),
+          ("cls/predictions/transform/LayerNorm/beta", m.layer_norm.beta),
+          ("cls/predictions/output_bias", m.output_bias)]
+  if pretrainer.next_sentence is not None:
+    n = pretrainer.next_sentence
+    out += [("cls/seq_relationship/output_weights", n.output_weights),
+            ("cls/seq_relationship/output_bias", n.output_bias)]
+  return out
+
+
+def tf1_to_hf_name(name):
+  """Original TF1 name -> ``(Hugging Face name, transpose_kernel)``."""
+  n = name
+  transpose = n.endswith("/kernel")
+  if n.startswith("bert/"):
+    n = n[len("bert/"):]
+  n = n.replace("encoder/layer_", "encoder/layer/")
+  if n.endswith("_embeddings"):
+    n += "/weight"
+  n = (n.replace("/kernel", "/weight").replace("/gamma", "/weight")
+       .replace("/beta", "/bias"))
+  return n.replace("/", "."), transpose
+
+
+def _assign_all(pairs, source):
+  """Assigns ``[(name, variable, np.ndarray)]`` after checking every shape.
+
+  Raises:
+    CheckpointError: naming ``source``, the first mismatched variable and
+      both shapes; nothing is assigned in that case.
+  """
+  for name, var, value in pairs:
+    if tuple(value.shape) != tuple(var.shape):
+      raise CheckpointError(
+          "%s does not fit the model: variable %s has shape %s in the "
+          "checkpoint but %s in the model (check --bert_config_file)" %
+          (source, name, list(value.shape), list(var.shape)))
+  for _, var, value in pairs:
+    var.assign(value.astype(np.float32))
+
+
+def hf_config_to_bert_config(hf_config, source="<config.json>"):
+  """A Hugging Face ``BertModel`` config dict -> :class:`BertConfig`.
+
+  ``hidden_act`` is translated (HF ``gelu`` is our ``gelu_exact``).
+
+  Raises:
+    ConfigError: unsupported activation or missing keys.
+  """
+  d = dict(hf_config)
+  act = d.get("hidden_act", "gelu")
+  if act not in HF_ACTIVATIONS:
+    raise config_lib.ConfigError("%s: unsupported hidden_act %r" % (source, act))
+  d["hidden_act"] = HF_ACTIVATIONS[act]
+  eps = d.get("layer_norm_eps", 1e-12)
+  if abs(eps - 1e-12) > 1e-15:
+    logging.warning("%s: layer_norm_eps=%g, the model uses 1e-12", source, eps)
+  return config_lib.BertConfig.from_dict(d, source)
+
+
+def is_hf_dir(path):
+  """True for a directory holding ``config.json`` and ``model.safetensors``."""
+  return (os.path.isdir(path) and os.path.exists(os.path.join(path, "config.json"))
+          and os.path.exists(os.path.join(path, "model.safetensors")))
+
+
+def read_hf_config(model_dir):
+  """``BertConfig`` of a Hugging Face BERT directory (``config.json``)."""
+  path = os.path.join(model_dir, "config.json")
+  try:
+    with open(path, "r", encoding="utf-8") as f:
+      d = json.load(f)
+  except (OSError, json.JSONDecodeError) as e:
+    raise CheckpointError("cannot read Hugging Face config %r: %s" % (path, e)) from e
+  return hf_config_to_bert_config(d, path)
+
+
+def load_hf_weights(encoder, model_dir):
+  """Loads ``model_dir/model.safetensors`` (HF ``BertModel``) into ``encoder``.
+
+  Accepts keys with or without the ``bert.`` prefix (``BertForPreTraining``
+  and friends); ignores heads and buffers the encoder lacks.
+
+  Raises:
+    CheckpointError: file missing/unreadable, a weight missing, or a shape
+      mismatch (first mismatched variable and both shapes).
+  """
+  from safetensors.numpy import load_file  # pylint: disable=g-import-not-at-top
+  path = os.path.join(model_dir, "model.safetensors")
+  try:
+    tensors = load_file(path)
+  except Exception as e:  # safetensors raises several types
+    raise CheckpointError("cannot read %r: %s" % (path, e)) from e
+  pairs = []
+  for name, var in encoder_variables(encoder):
+    hf_name, transpose = tf1_to_hf_name(name)
+    value = tensors.get(hf_name, tensors.get("bert." + hf_name))
+    if value is None:
+      raise CheckpointError("%s has no weight %s (for %s)" % (path, hf_name, name))
+    pairs.append((name, var, value.T if transpose else value))
+  _assign_all(pairs, path)
+  return path
+
+
+def load_tf1_checkpoint(named_variables, ckpt_path, allow_missing=()):
+  """Loads an original TF1 checkpoint (``bert_model.ckpt``) by variable name.
+
+  Args:
+    named_variables: ``[(original name, variable)]`` from
+      :func:`encoder_variables` or :func:`pretrainer_variables`.
+    ckpt_path: checkpoint prefix or directory.
+    allow_missing: name prefixes that may be absent (e.g. ``("cls/",)``).
+
+  Raises:
+    CheckpointError: unreadable checkpoint, missing variable, shape mismatch.
+  """
+  try:
+    reader = tf.train.load_checkpoint(ckpt_path)
+  except (tf.errors.OpError, ValueError) as e:
+    raise CheckpointError("cannot read checkpoint %r: %s" % (ckpt_path, e)) from e
+  shapes = reader.get_variable_to_shape_map()
+  pairs = []
+  for name, var in named_variables:
+    if name not in shapes:
+      if any(name.startswith(p) for p in allow_missing):
+        continue
+      raise CheckpointError("checkpoint %r has no variable %s" % (ckpt_path, name))
+    pairs.append((name, var, reader.get_tensor(name)))
+  _assign_all(pairs, "checkpoint %r" % ckpt_path)
+
+
+def is_tf1_checkpoint(path):
+  """True when ``path`` is a TF1 name-based checkpoint holding ``bert/`` names."""
+  try:
+    names = tf.train.load_checkpoint(path).get_variable_to_shape_map()
+  except (tf.errors.OpError, ValueError):
+    return False
+  return "bert/embeddings/word_embeddings" in names
+
+
+def restore_object_checkpoint(ckpt_path, source, **objects):
+  """Restores one of our object-based checkpoints into ``objects``.
+
+  Args:
+    ckpt_path: checkpoint prefix or directory (latest checkpoint).
+    source: text naming the file or flag, for errors.
+    **objects: trackables by checkpoint key (``encoder=...``, ``model=...``).
+
+  Raises:
+    CheckpointError: unreadable checkpoint, or a shape mismatch (TF's message
+      names the variable and both shapes).
+  """
+  if os.path.isdir(ckpt_path):
+    latest = tf.train.latest_checkpoint(ckpt_path)
+    if latest is None:
+      raise CheckpointError("%s: no checkpoint in directory %r" % (source, ckpt_path))
+    ckpt_path = latest
+  try:
+    status = tf.train.Checkpoint(**objects).restore(ckpt_path)
+    status.expect_partial()
+    status.assert_existing_objects_matched()
+  except (ValueError, AssertionError, tf.errors.OpError) as e:
+    raise CheckpointError("%s: checkpoint %r does not fit the model (check "
+                          "--bert_config_file): %s" % (source, ckpt_path, e)) from e
+  return ckpt_path
+
+
+def load_encoder_weights(encoder, init_checkpoint, source="--init_checkpoint"):
+  """Initializes ``encoder`` from any supported starting point.
+
+  Args:
+    init_checkpoint: a Hugging Face BERT directory (``config.json`` +
+      ``model.safetensors``), an original TF1 checkpoint
+      (``bert_model.ckpt``), or one of ours (prefix or directory; its
+      ``encoder`` object, as written by our pretraining and fine-tuning).
+
+  Returns:
+    a string saying what was loaded.
+
+  Raises:
+    CheckpointError: naming ``source`` and the file.
+  """
+  if is_hf_dir(init_checkpoint):
+    return "Hugging Face weights " + load_hf_weights(encoder, init_checkpoint)
+  if not (os.path.exists(init_checkpoint) or
+          tf.io.gfile.glob(init_checkpoint + ".index")):
+    raise CheckpointError("%s: %r does not exist" % (source, init_checkpoint))
+  if is_tf1_checkpoint(init_checkpoint):
+    load_tf1_checkpoint(encoder_variables(encoder), init_checkpoint)
+    return "original TF1 checkpoint " + init_checkpoint
+  return "checkpoint " + restore_object_checkpoint(init_checkpoint, source,
+                                                   encoder=encoder)

@@ -1,0 +1,1 @@
+"""Data: pretraining instances, TFRecord pipelines, task readers."""

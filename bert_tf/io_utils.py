@@ -1,0 +1,67 @@
+"""Atomic file output: write to a temporary name, rename when whole.
+
+A killed job never leaves a file that looks complete: readers only ever see
+either nothing or the finished file under its final name.
+"""
+
+import contextlib
+import os
+import shutil
+import tempfile
+
+
+def temp_name(path):
+  """A unique temporary sibling of ``path`` (same directory, so rename is atomic)."""
+  d, base = os.path.split(os.path.abspath(path))
+  fd, tmp = tempfile.mkstemp(prefix=".%s." % base, suffix=".tmp", dir=d)
+  os.close(fd)
+  return tmp
+
+
+@contextlib.contextmanager
+def atomic_output(path):
+  """Yields a temporary path; renames it to ``path`` if the block succeeds.
+
+  On an exception the temporary file is removed and ``path`` is untouched.
+  """
+  d = os.path.dirname(os.path.abspath(path))
+  os.makedirs(d, exist_ok=True)
+  tmp = temp_name(path)
+  try:
+    yield tmp
+    os.replace(tmp, path)
+  except BaseException:
+    if os.path.exists(tmp):
+      os.remove(tmp)
+    raise
+
+
+def atomic_write_text(path, text):
+  """Writes ``text`` (UTF-8) to ``path`` atomically."""
+  with atomic_output(path) as tmp:
+    with open(tmp, "w", encoding="utf-8") as f:
+      f.write(text)
+
+
+@contextlib.contextmanager
+def atomic_directory(path):
+  """Yields a temporary directory that is renamed to ``path`` when whole.
+
+  ``path`` must not exist yet (a directory cannot be atomically replaced);
+  on an exception the temporary directory is removed.
+
+  Raises:
+    FileExistsError: ``path`` exists.
+  """
+  if os.path.exists(path):
+    raise FileExistsError("refusing to overwrite existing directory %r" % path)
+  parent = os.path.dirname(os.path.abspath(path))
+  os.makedirs(parent, exist_ok=True)
+  tmp = tempfile.mkdtemp(prefix=".%s." % os.path.basename(path), suffix=".tmp",
+                         dir=parent)
+  try:
+    yield tmp
+    os.rename(tmp, path)
+  except BaseException:
+    shutil.rmtree(tmp, ignore_errors=True)
+    raise

@@ -1,0 +1,66 @@
+"""``BertEncoder``: embeddings, L transformer blocks and the pooler.
+
+Source: google-research/bert ``modeling.BertModel``; paper section 3.
+"""
+
+import keras
+import tensorflow as tf
+
+from bert_tf.modeling import layers as bert_layers
+
+INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
+
+
+class BertEncoder(keras.layers.Layer):
+  """The BERT encoder as one Keras 3 layer.
+
+  Args:
+    config: a :class:`bert_tf.config.BertConfig`.
+
+  Call args:
+    inputs: dict with int32 (or int64) ``input_ids``, ``input_mask``,
+      ``segment_ids``, each [B, S]; S <= ``max_position_embeddings``.
+    training: enables dropout.
+
+  Returns:
+    dict with ``sequence_output`` float [B, S, H] (last layer),
+    ``pooled_output`` float [B, H] (dense + tanh on position 0),
+    ``encoder_outputs`` list of L float [B, S, H] (every block's output) and
+    ``embedding_output`` float [B, S, H].
+  """
+
+  def __init__(self, config, **kwargs):
+    super().__init__(**kwargs)
+    self.config = config
+    self.embeddings = bert_layers.BertEmbeddings(config, name="embeddings")
+    self.blocks = [bert_layers.TransformerBlock(config, name="layer_%d" % i)
+                   for i in range(config.num_hidden_layers)]
+    self.pooler = keras.layers.Dense(
+        config.hidden_size, activation="tanh",
+        kernel_initializer=bert_layers.initializer(config), name="pooler")
+    self.pooler.build((None, config.hidden_size))
+
+  def call(self, inputs, training=False):
+    input_ids = tf.cast(inputs["input_ids"], tf.int32)
+    segment_ids = tf.cast(inputs["segment_ids"], tf.int32)
+    input_mask = inputs["input_mask"]
+    x = self.embeddings(input_ids, segment_ids, training=training)
+    embedding_output = x
+    input_mask = tf.cast(input_mask, tf.int32)
+    outputs = []
+    for block in self.blocks:
+      x = block(x, input_mask, training=training)
+      outputs.append(x)
+    pooled = self.pooler(x[:, 0, :])
+    return {"sequence_output": x, "pooled_output": pooled,
+            "encoder_outputs": outputs, "embedding_output": embedding_output}
+
+  @property
+  def word_embeddings(self):
+    """The word-embedding table [vocab_size, H] (tied to the masked-LM output)."""
+    return self.embeddings.word_embeddings
+
+  def dummy_inputs(self, batch=1, seq_len=8):
+    """Zero inputs of the right dtypes, for building weights."""
+    z = tf.zeros([batch, seq_len], tf.int32)
+    return {"input_ids": z, "input_mask": tf.ones_like(z), "segment_ids": z}

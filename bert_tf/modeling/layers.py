@@ -1,0 +1,173 @@
+"""Keras 3 layers of the BERT encoder.
+
+Source: google-research/bert ``modeling.py`` and the paper (Devlin et al.,
+2018, section 3): token + segment + position embeddings, LayerNorm (epsilon
+1e-12) and dropout; post-LayerNorm transformer blocks (self-attention with an
+additive ``(1 - mask) * -10000`` mask, GELU feed-forward); TruncatedNormal(0.02)
+initialization. Every tensor is batch-major: ``B`` = batch, ``S`` = sequence
+length (tokens), ``H`` = ``hidden_size``, ``A`` = ``num_attention_heads``.
+"""
+
+import math
+
+import keras
+import tensorflow as tf
+
+LAYER_NORM_EPSILON = 1e-12
+
+
+def get_activation(name):
+  """The activation function for a ``hidden_act`` name.
+
+  ``gelu`` is the original's tanh approximation; ``gelu_exact`` the erf form.
+
+  Raises:
+    ValueError: unknown name.
+  """
+  if name == "gelu":
+    return lambda x: tf.nn.gelu(x, approximate=True)
+  if name == "gelu_exact":
+    return lambda x: tf.nn.gelu(x, approximate=False)
+  if name == "relu":
+    return tf.nn.relu
+  if name == "tanh":
+    return tf.tanh
+  if name == "linear":
+    return tf.identity
+  raise ValueError("unsupported hidden_act %r" % name)
+
+
+def initializer(config):
+  """``TruncatedNormal(stddev=initializer_range)``, as the original."""
+  return keras.initializers.TruncatedNormal(stddev=config.initializer_range)
+
+
+def layer_norm(name):
+  """``LayerNormalization`` over the last axis with the original's epsilon."""
+  return keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name=name)
+
+
+class BertEmbeddings(keras.layers.Layer):
+  """Word + segment (token type) + position embeddings, LayerNorm, dropout.
+
+  Weights (original names ``bert/embeddings/*``): ``word_embeddings``
+  [vocab_size, H], ``token_type_embeddings`` [type_vocab_size, H],
+  ``position_embeddings`` [max_position_embeddings, H], ``layer_norm``.
+
+  Call args:
+    input_ids: int32 [B, S].
+    segment_ids: int32 [B, S].
+    training: enables dropout.
+
+  Returns:
+    float [B, S, H] (compute dtype).
+  """
+
+  def __init__(self, config, **kwargs):
+    super().__init__(**kwargs)
+    self.config = config
+    init = initializer(config)
+    h = config.hidden_size
+    self.word_embeddings = self.add_weight(
+        name="word_embeddings", shape=(config.vocab_size, h), initializer=init, autocast=False)
+    self.token_type_embeddings = self.add_weight(
+        name="token_type_embeddings", shape=(config.type_vocab_size, h),
+        initializer=init, autocast=False)
+    self.position_embeddings = self.add_weight(
+        name="position_embeddings", shape=(config.max_position_embeddings, h),
+        initializer=init, autocast=False)
+    self.layer_norm = layer_norm("layer_norm")
+    self.layer_norm.build((None, None, h))
+    self.dropout = keras.layers.Dropout(config.hidden_dropout_prob)
+
+  def call(self, input_ids, segment_ids, training=False):
+    seq_len = tf.shape(input_ids)[1]
+    words = tf.gather(self.word_embeddings, input_ids)
+    types = tf.gather(self.token_type_embeddings, segment_ids)
+    positions = self.position_embeddings[:seq_len][tf.newaxis]
+    x = words + types + positions
+    x = self.layer_norm(x)
+    x = tf.cast(x, self.compute_dtype)
+    return self.dropout(x, training=training)
+
+
+class TransformerBlock(keras.layers.Layer):
+  """One post-LayerNorm transformer block (original ``transformer_model`` body).
+
+  Sub-layers (original names ``layer_i/attention/self/{query,key,value}``,
+  ``attention/output/dense``, ``attention/output/LayerNorm``,
+  ``intermediate/dense``, ``output/dense``, ``output/LayerNorm``):
+  ``query``, ``key``, ``value``, ``attention_output``,
+  ``attention_layer_norm``, ``intermediate``, ``output_dense``,
+  ``output_layer_norm``.
+
+  Call args:
+    x: float [B, S, H].
+    input_mask: int [B, S], 1 for tokens, 0 for padding (the additive
+      ``(1 - mask) * -10000`` bias is built from it in float32).
+    training: enables dropout.
+
+  Returns:
+    float [B, S, H].
+  """
+
+  def __init__(self, config, **kwargs):
+    super().__init__(**kwargs)
+    self.config = config
+    h = config.hidden_size
+    self.num_heads = config.num_attention_heads
+    self.head_size = config.size_per_head
+    init = initializer(config)
+
+    def dense(units, name, activation=None):
+      layer = keras.layers.Dense(units, activation=activation,
+                                 kernel_initializer=init, name=name)
+      return layer
+
+    self.query = dense(h, "query")
+    self.key = dense(h, "key")
+    self.value = dense(h, "value")
+    self.attention_output = dense(h, "attention_output")
+    self.attention_layer_norm = layer_norm("attention_layer_norm")
+    self.intermediate = dense(config.intermediate_size, "intermediate",
+                              get_activation(config.hidden_act))
+    self.output_dense = dense(h, "output_dense")
+    self.output_layer_norm = layer_norm("output_layer_norm")
+    for layer in (self.query, self.key, self.value, self.attention_output,
+                  self.intermediate):
+      layer.build((None, None, h))
+    self.output_dense.build((None, None, config.intermediate_size))
+    self.attention_layer_norm.build((None, None, h))
+    self.output_layer_norm.build((None, None, h))
+    self.attention_dropout = keras.layers.Dropout(
+        config.attention_probs_dropout_prob)
+    self.hidden_dropout = keras.layers.Dropout(config.hidden_dropout_prob)
+
+  def _split_heads(self, x, batch, seq_len):
+    x = tf.reshape(x, [batch, seq_len, self.num_heads, self.head_size])
+    return tf.transpose(x, [0, 2, 1, 3])  # [B, A, S, D]
+
+  def call(self, x, input_mask, training=False):
+    batch, seq_len = tf.shape(x)[0], tf.shape(x)[1]
+    q = self._split_heads(self.query(x), batch, seq_len)
+    k = self._split_heads(self.key(x), batch, seq_len)
+    v = self._split_heads(self.value(x), batch, seq_len)
+    scores = tf.matmul(q, k, transpose_b=True)
+    scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(self.head_size))
+    scores += attention_bias_from_mask(input_mask)
+    probs = tf.cast(tf.nn.softmax(scores, axis=-1), x.dtype)
+    probs = self.attention_dropout(probs, training=training)
+    context = tf.matmul(probs, v)  # [B, A, S, D]
+    context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]),
+                         [batch, seq_len, self.num_heads * self.head_size])
+    attn = self.hidden_dropout(self.attention_output(context), training=training)
+    attn = tf.cast(self.attention_layer_norm(attn + x), x.dtype)
+    out = self.output_dense(self.intermediate(attn))
+    out = self.hidden_dropout(out, training=training)
+    return tf.cast(self.output_layer_norm(out + attn), x.dtype)
+
+
+def attention_bias_from_mask(input_mask):
+  """``(1 - mask) * -10000`` as float32 [B, 1, 1, S] (original's adder)."""
+  mask = tf.cast(input_mask, tf.float32)
+  return ((1.0 - mask) * -10000.0)[:, tf.newaxis, tf.newaxis, :]

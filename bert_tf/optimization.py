@@ -1,0 +1,151 @@
+"""The original BERT optimizer and learning-rate schedule, as Keras 3 objects.
+
+Source: google-research/bert ``optimization.py``:
+
+* learning rate: linear warm-up from 0 to ``init_lr`` over ``num_warmup_steps``,
+  then linear (power 1) decay to 0 at ``num_train_steps``;
+* ``AdamWeightDecayOptimizer``: Adam with beta_1 0.9, beta_2 0.999, epsilon
+  1e-6 and NO bias correction; decoupled weight decay 0.01 added to the
+  update of every variable whose name does not match
+  ``LayerNorm|layer_norm|bias``;
+* gradients clipped to global norm 1.0.
+"""
+
+import re
+
+import keras
+import tensorflow as tf
+
+DEFAULT_EXCLUDE = ("LayerNorm", "layer_norm", "bias")
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
+  """Original schedule: ``init_lr * step / warmup`` while ``step < warmup``,
+  else ``init_lr * (1 - min(step, total) / total)``.
+
+  Args:
+    init_lr: peak learning rate (float).
+    num_train_steps: step at which the rate reaches 0 (int > 0).
+    num_warmup_steps: warm-up length in steps (int >= 0).
+
+  Call args:
+    step: int or float scalar, the optimizer's iteration count before the
+      update (the original's ``global_step``).
+
+  Returns:
+    float32 scalar learning rate.
+  """
+
+  def __init__(self, init_lr, num_train_steps, num_warmup_steps=0):
+    if num_train_steps <= 0:
+      raise ValueError("num_train_steps must be > 0, got %r" % num_train_steps)
+    self.init_lr = float(init_lr)
+    self.num_train_steps = int(num_train_steps)
+    self.num_warmup_steps = int(num_warmup_steps)
+
+  def __call__(self, step):
+    step = tf.cast(step, tf.float32)
+    total = float(self.num_train_steps)
+    decayed = self.init_lr * (1.0 - tf.minimum(step, total) / total)
+    if self.num_warmup_steps <= 0:
+      return decayed
+    warm = self.init_lr * step / float(self.num_warmup_steps)
+    return tf.where(step < float(self.num_warmup_steps), warm, decayed)
+
+  def get_config(self):
+    return {"init_lr": self.init_lr, "num_train_steps": self.num_train_steps,
+            "num_warmup_steps": self.num_warmup_steps}
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class AdamWeightDecay(keras.optimizers.Optimizer):
+  """The original ``AdamWeightDecayOptimizer`` (no bias correction).
+
+  Per variable ``p`` with gradient ``g``::
+
+      m = b1 * m + (1 - b1) * g
+      v = b2 * v + (1 - b2) * g^2
+      update = m / (sqrt(v) + eps) + (wd * p if decayed(p) else 0)
+      p -= lr * update
+
+  Args:
+    learning_rate: float or schedule (e.g. :class:`WarmupLinearDecay`).
+    weight_decay_rate: decoupled decay (0.01 in the original).
+    beta_1, beta_2, epsilon: Adam constants (0.9, 0.999, 1e-6).
+    exclude_from_weight_decay: regex fragments matched against the
+      variable's path (``variable.path``).
+    global_clipnorm: clip gradients to this global norm (1.0), or None.
+  """
+
+  def __init__(self, learning_rate=1e-4, weight_decay_rate=0.01, beta_1=0.9,
+               beta_2=0.999, epsilon=1e-6,
+               exclude_from_weight_decay=DEFAULT_EXCLUDE, global_clipnorm=1.0,
+               name="adam_weight_decay", **kwargs):
+    super().__init__(learning_rate=learning_rate, global_clipnorm=global_clipnorm,
+                     name=name, **kwargs)
+    self.weight_decay_rate = weight_decay_rate
+    self.beta_1 = beta_1
+    self.beta_2 = beta_2
+    self.epsilon = epsilon
+    self.exclude_from_weight_decay = tuple(exclude_from_weight_decay or ())
+    self._exclude_re = (re.compile("|".join(self.exclude_from_weight_decay))
+                        if self.exclude_from_weight_decay else None)
+
+  def decays(self, variable):
+    """Whether ``variable`` receives weight decay (by its path)."""
+    if not self.weight_decay_rate:
+      return False
+    name = getattr(variable, "path", None) or variable.name
+    return self._exclude_re is None or self._exclude_re.search(name) is None
+
+  def build(self, var_list):
+    if self.built:
+      return
+    super().build(var_list)
+    self._m, self._v = self.add_optimizer_variables(var_list, ["adam_m", "adam_v"])
+
+  def update_step(self, gradient, variable, learning_rate):
+    lr = tf.cast(learning_rate, variable.dtype)
+    g = tf.cast(gradient, variable.dtype)
+    index = self._get_variable_index(variable)
+    m, v = self._m[index], self._v[index]
+    m.assign(self.beta_1 * m + (1.0 - self.beta_1) * g)
+    v.assign(self.beta_2 * v + (1.0 - self.beta_2) * tf.square(g))
+    update = m / (tf.sqrt(v) + self.epsilon)
+    if self.decays(variable):
+      update += self.weight_decay_rate * variable
+    variable.assign_sub(lr * update)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update({"weight_decay_rate": self.weight_decay_rate,
+                   "beta_1": self.beta_1, "beta_2": self.beta_2,
+                   "epsilon": self.epsilon,
+                   "exclude_from_weight_decay": list(self.exclude_from_weight_decay)})
+    return config
+
+
+def create_optimizer(init_lr, num_train_steps, num_warmup_steps, optimizer="adamw_original",
+                     weight_decay_rate=0.01):
+  """The optimizer a training tool asks for by name.
+
+  Args:
+    optimizer: ``adamw_original`` (the original's AdamWeightDecay, default),
+      ``adamw`` (``keras.optimizers.AdamW``: bias correction, epsilon 1e-6
+      here), or ``lamb`` (``keras.optimizers.Lamb``).
+
+  Raises:
+    ValueError: unknown name.
+  """
+  schedule = WarmupLinearDecay(init_lr, num_train_steps, num_warmup_steps)
+  if optimizer == "adamw_original":
+    return AdamWeightDecay(schedule, weight_decay_rate=weight_decay_rate)
+  if optimizer in ("adamw", "lamb"):
+    cls = keras.optimizers.AdamW if optimizer == "adamw" else keras.optimizers.Lamb
+    opt = cls(learning_rate=schedule, weight_decay=weight_decay_rate,
+              epsilon=1e-6, global_clipnorm=1.0)
+    opt.exclude_from_weight_decay(var_names=["gamma", "beta", "bias"])
+    return opt
+  raise ValueError("--optimizer: unknown optimizer %r (adamw_original, adamw, lamb)"
+                   % optimizer)

@@ -1,0 +1,1 @@
+"""SavedModel export of fine-tuned BERT models (see ``saved_model``)."""

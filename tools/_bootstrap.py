@@ -1,0 +1,8 @@
+"""Puts the project root on ``sys.path`` so ``tools/*.py`` run from a checkout."""
+
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+  sys.path.insert(0, ROOT)

@@ -218,7 +218,7 @@ def restore_object_checkpoint(ckpt_path, source, **objects):
       raise CheckpointError("%s: no checkpoint in directory %r" % (source, ckpt_path))
     ckpt_path = latest
   try:
-    status = tf.train.Checkpoint(**objects).restore(ckpt_path)
+    status = tf.train.Checkpoint(**objects).read(ckpt_path)
     status.expect_partial()
     status.assert_existing_objects_matched()
   except (ValueError, AssertionError, tf.errors.OpError) as e:

@@ -43,14 +43,16 @@ class Trainer:
     self.optimizer.apply_gradients(zip(grads, variables))
     return metrics
 
+  def _one_step(self, iterator):
+    per_replica = self.strategy.run(self._replica_step, args=(next(iterator),))
+    return {k: self.strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None)
+            for k, v in per_replica.items()}
+
   def _train_steps(self, iterator, num_steps):
-    totals = None
-    for _ in tf.range(num_steps):
-      per_replica = self.strategy.run(self._replica_step, args=(next(iterator),))
-      reduced = {k: self.strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None)
-                 for k, v in per_replica.items()}
-      totals = reduced if totals is None else {k: totals[k] + reduced[k]
-                                               for k in reduced}
+    totals = self._one_step(iterator)
+    for _ in tf.range(num_steps - 1):
+      step_sums = self._one_step(iterator)
+      totals = {k: totals[k] + step_sums[k] for k in totals}
     return totals
 
   def train(self, iterator, num_train_steps, manager=None, steps_per_loop=10,

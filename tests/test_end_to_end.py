@@ -46,8 +46,9 @@ def in_process_probabilities(output_dir, texts_a, texts_b=None):
   from bert_tf import config as config_lib  # pylint: disable=g-import-not-at-top
   cfg = config_lib.BertConfig.from_json_file(os.path.join(output_dir, "bert_config.json"))
   model = classifier.build_classifier(cfg, len(run["labels"]))
-  tf.train.Checkpoint(model=model).restore(
-      tf.train.latest_checkpoint(output_dir)).expect_partial()
+  tf.train.Checkpoint(model=model).read(
+      tf.train.latest_checkpoint(output_dir)).expect_partial(
+      ).assert_existing_objects_matched()
   pre = preprocessing.BertPreprocessor(os.path.join(output_dir, "vocab.txt"),
                                        run["do_lower_case"], run["max_seq_length"])
   feats = preprocessing.trim_to_longest(

@@ -133,3 +133,27 @@ def test_adam_weight_decay_matches_original_formula():
   np.testing.assert_allclose(kernel.numpy(), state["k"][0], rtol=1e-6, atol=1e-7)
   np.testing.assert_allclose(bias.numpy(), state["b"][0], rtol=1e-6, atol=1e-7)
   assert opt.decays(kernel) and not opt.decays(bias)
+
+
+def test_checkpoint_round_trip_restores_every_variable(tmp_path):
+  """Pretraining checkpoint (with optimizer) -> classifier encoder: all weights."""
+  from bert_tf import pretraining  # pylint: disable=g-import-not-at-top
+  cfg = config_lib.preset("tiny", vocab_size=100, num_hidden_layers=3)
+  pre = pretraining.build_pretrainer(cfg)
+  opt = optimization.create_optimizer(1e-3, 10, 1)
+  opt.build(pre.trainable_variables)
+  for v in pre.encoder.weights:  # distinctive values everywhere
+    v.assign(tf.random.normal(v.shape, seed=1))
+  path = tf.train.Checkpoint(model=pre, encoder=pre.encoder, optimizer=opt).write(
+      str(tmp_path / "ckpt"))
+  assert sorted(pre.encoder._trackable_children()) == sorted(
+      ["embeddings", "pooler", "layer_0", "layer_1", "layer_2"])
+  clf = BertClassifier(cfg, 2)
+  clf(clf.encoder.dummy_inputs())
+  checkpoints.load_encoder_weights(clf.encoder, path)
+  names_a = [n for n, _ in checkpoints.encoder_variables(pre.encoder)]
+  names_b = [n for n, _ in checkpoints.encoder_variables(clf.encoder)]
+  assert names_a == names_b and len(names_a) == 5 + 3 * 16 + 2
+  for (name, a), (_, b) in zip(checkpoints.encoder_variables(pre.encoder),
+                               checkpoints.encoder_variables(clf.encoder)):
+    np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=name)

@@ -33,8 +33,11 @@ class BertEncoder(keras.layers.Layer):
     super().__init__(**kwargs)
     self.config = config
     self.embeddings = bert_layers.BertEmbeddings(config, name="embeddings")
-    self.blocks = [bert_layers.TransformerBlock(config, name="layer_%d" % i)
-                   for i in range(config.num_hidden_layers)]
+    # One named attribute per block: Keras 3 keeps a list attribute out of
+    # tf.train.Checkpoint's dependencies, which would silently skip the blocks.
+    for i in range(config.num_hidden_layers):
+      setattr(self, "layer_%d" % i,
+              bert_layers.TransformerBlock(config, name="layer_%d" % i))
     self.pooler = keras.layers.Dense(
         config.hidden_size, activation="tanh",
         kernel_initializer=bert_layers.initializer(config), name="pooler")
@@ -54,6 +57,12 @@ class BertEncoder(keras.layers.Layer):
     pooled = self.pooler(x[:, 0, :])
     return {"sequence_output": x, "pooled_output": pooled,
             "encoder_outputs": outputs, "embedding_output": embedding_output}
+
+  @property
+  def blocks(self):
+    """The L :class:`TransformerBlock` layers, in order."""
+    return [getattr(self, "layer_%d" % i)
+            for i in range(self.config.num_hidden_layers)]
 
   @property
   def word_embeddings(self):

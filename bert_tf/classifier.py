@@ -208,7 +208,6 @@ def run_classifier(params, strategy, do_train=True, do_eval=True, do_predict=Fal
           sums["correct"] / sums["examples"], float(optimizer.learning_rate),
           sums["examples_per_second"])
       print_fn(line)
-      logging.info(line)
 
     print_fn("fine-tuning %s: %d examples, %d steps (batch %d, %.3g epochs)" % (
         task.name, len(texts_a), num_train_steps, params.train_batch_size,

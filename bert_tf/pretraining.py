@@ -9,7 +9,6 @@ plus next-sentence mean cross-entropy. Metrics as the original's
 import dataclasses
 import os
 
-from absl import logging
 import tensorflow as tf
 
 from bert_tf import checkpoints
@@ -104,7 +103,7 @@ def run_pretraining(config, params, strategy, do_train=True, do_eval=False,
     config: :class:`BertConfig`.
     params: :class:`PretrainingParams`.
     strategy: a ``tf.distribute.Strategy``.
-    print_fn: progress lines go here (and to absl logging).
+    print_fn: progress lines go here.
 
   Returns:
     dict of final metrics (training and, with ``do_eval``, evaluation).
@@ -162,7 +161,6 @@ def run_pretraining(config, params, strategy, do_train=True, do_eval=False,
           float(optimizer.learning_rate), sums.get("examples_per_second", 0.0))
       del seconds
       print_fn(line)
-      logging.info(line)
 
     end = min(params.num_train_steps, params.stop_at_step or params.num_train_steps)
     last = trainer.train(iter(dataset), end, manager,

@@ -15,7 +15,6 @@ import time
 import _bootstrap  # pylint: disable=unused-import
 from absl import app
 from absl import flags
-from absl import logging
 
 from bert_tf import tokenization
 from bert_tf.data import pretraining_data
@@ -62,8 +61,6 @@ def main(argv):
         progress=progress)
   except (pretraining_data.InputError, tokenization.VocabError) as e:
     sys.exit("create_pretraining_data: error: %s" % e)
-  logging.info("Wrote %d instances from %d documents to %s in %.1fs",
-               num_instances, num_docs, ",".join(outputs), time.time() - start)
   print("wrote %d instances from %d documents to %s (%.1fs)" %
         (num_instances, num_docs, ",".join(outputs), time.time() - start))
 

@@ -9,12 +9,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 OUT=runs/main_job
-EPOCHS=${MAIN_JOB_EPOCHS:-2}
+EPOCHS=${MAIN_JOB_EPOCHS:-3}
 export PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=2
 rm -rf "$OUT"; mkdir -p "$OUT"
 start=$(date +%s)
 step() { echo; echo "=== [$(( $(date +%s) - start ))s] $*"; }
-quiet() { grep -v -E '^(WARNING: All log messages|I0000|E0000|W0000|To enable the following)' || true; }
+quiet() { grep --line-buffered -v -E '^(WARNING: All log messages|I0000|E0000|W0000|To enable the following|INFO:tensorflow)' || true; }
 
 step "1/4 create_pretraining_data: data/corpus/austen_slice.txt -> $OUT/pretrain_data/austen.tfrecord"
 $PY tools/create_pretraining_data.py \

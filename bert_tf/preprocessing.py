@@ -6,10 +6,12 @@ inside every exported SavedModel, so serving cannot drift from training.
 Steps (tensorflow-text ops):
 
 1. sanitize: invalid UTF-8 is replaced, then U+FFFD, NUL and Unicode
-   Cc/Cf characters are deleted and ``\\t\\n\\r`` become spaces, as the
-   original ``BasicTokenizer._clean_text`` does;
-2. ``tensorflow_text.BertTokenizer`` (basic tokenization + WordPiece against
-   the vocab file, which becomes a SavedModel asset);
+   Cc/Cf characters are deleted and ``\\t\\n\\r`` and Unicode Zs become
+   spaces, as the original ``BasicTokenizer._clean_text`` does;
+2. for uncased models, lower-casing + NFD + dropping Mn marks (the
+   reference's order; not tensorflow-text's NFKC case folding), then
+   ``tensorflow_text.BertTokenizer`` (punctuation/CJK splitting + WordPiece
+   against the vocab file, which becomes a SavedModel asset);
 3. truncation with ``RoundRobinTrimmer``: the same lengths as the original
    ``run_classifier._truncate_seq_pair`` (longest first, ties trim text_b);
 4. ``[CLS] a [SEP] b [SEP]`` packing with segment ids 0 / 1, zero padding to
@@ -65,21 +67,39 @@ class BertPreprocessor(tf.Module):
             key_index=tf.lookup.TextFileIndex.WHOLE_LINE,
             value_dtype=tf.int64, value_index=tf.lookup.TextFileIndex.LINE_NUMBER),
         num_oov_buckets=1)
+    # Lower-casing and accent stripping are done in normalize() exactly as
+    # the reference does (str.lower, NFD, drop Mn); tensorflow-text's own
+    # lower_case=True applies NFKC case folding (ß -> ss, ligatures, ...).
+    # 200 bytes: ASCII words up to the reference's 200-character limit.
     self.tokenizer = text.BertTokenizer(
         table, token_out_type=tf.int64, unknown_token="[UNK]",
-        lower_case=self.do_lower_case)
+        lower_case=False, max_bytes_per_word=200)
 
   @staticmethod
   def sanitize(strings):
     """Valid UTF-8 with the original's deleted characters removed ([B] string)."""
     s = tf.strings.unicode_transcode(strings, "UTF-8", "UTF-8", errors="replace",
                                      replacement_char=0xFFFD)
-    s = tf.strings.regex_replace(s, r"[\t\n\r]", " ")
+    # Python's str.split() in the reference also splits on U+2028/U+2029.
+    s = tf.strings.regex_replace(s, r"[\t\n\r\p{Zs}\x{2028}\x{2029}]", " ")
     return tf.strings.regex_replace(s, r"[\x{0}\x{FFFD}\p{Cc}\p{Cf}]", "")
+
+  def normalize(self, strings):
+    """Sanitized, and for uncased models lower-cased with accents stripped.
+
+    Matches the reference ``BasicTokenizer``: ``str.lower()``, NFD, then
+    Unicode Mn (non-spacing marks) removed. [B] string.
+    """
+    s = self.sanitize(strings)
+    if self.do_lower_case:
+      s = tf.strings.lower(s, encoding="utf-8")
+      s = text.normalize_utf8(s, "NFD")
+      s = tf.strings.regex_replace(s, r"\p{Mn}", "")
+    return s
 
   def tokenize(self, strings):
     """Word-piece ids of each string: int64 RaggedTensor [B, (tokens)]."""
-    tokens = self.tokenizer.tokenize(self.sanitize(strings))
+    tokens = self.tokenizer.tokenize(self.normalize(strings))
     return tokens.merge_dims(-2, -1)
 
   def pack(self, segments):

@@ -144,23 +144,23 @@ _PRESET_SHAPES = {
 
 
 def preset(name, vocab_size=30522, **overrides):
-    """A named model size from the paper / the original repository.
+  """A named model size from the paper / the original repository.
 
-    Args:
-      name: ``tiny`` (L=2 H=128), ``mini`` (4, 256), ``small`` (4, 512),
-        ``medium`` (8, 512), ``base`` (12, 768, A=12), ``large`` (24, 1024, A=16).
-      vocab_size: vocabulary size.
-      **overrides: any other ``BertConfig`` field.
+  Args:
+    name: ``tiny`` (L=2 H=128), ``mini`` (4, 256), ``small`` (4, 512),
+      ``medium`` (8, 512), ``base`` (12, 768, A=12), ``large`` (24, 1024, A=16).
+    vocab_size: vocabulary size.
+    **overrides: any other ``BertConfig`` field.
 
-    Raises:
-      ConfigError: unknown ``name``.
-    """
-    if name not in _PRESET_SHAPES:
-      raise ConfigError("unknown preset %r; choose one of %s" %
-                        (name, ", ".join(_PRESET_SHAPES)))
-    layers, hidden = _PRESET_SHAPES[name]
-    kwargs = dict(vocab_size=vocab_size, hidden_size=hidden,
-                  num_hidden_layers=layers, num_attention_heads=hidden // 64,
-                  intermediate_size=4 * hidden, type_vocab_size=2)
-    kwargs.update(overrides)
-    return BertConfig(**kwargs).validate("preset %s" % name)
+  Raises:
+    ConfigError: unknown ``name``.
+  """
+  if name not in _PRESET_SHAPES:
+    raise ConfigError("unknown preset %r; choose one of %s" %
+                      (name, ", ".join(_PRESET_SHAPES)))
+  layers, hidden = _PRESET_SHAPES[name]
+  kwargs = dict(vocab_size=vocab_size, hidden_size=hidden,
+                num_hidden_layers=layers, num_attention_heads=hidden // 64,
+                intermediate_size=4 * hidden, type_vocab_size=2)
+  kwargs.update(overrides)
+  return BertConfig(**kwargs).validate("preset %s" % name)

@@ -15,13 +15,13 @@ original ``bert_model.ckpt``, or a Hugging Face BERT directory (then
 import sys
 
 import _bootstrap  # pylint: disable=unused-import
+import _common
 from absl import app
 from absl import flags
 
 from bert_tf import checkpoints
 from bert_tf import classifier
 from bert_tf import config as config_lib
-from bert_tf import distribute
 from bert_tf import tokenization
 from bert_tf.data import classifier_data
 
@@ -43,17 +43,11 @@ flags.DEFINE_integer("predict_batch_size", 8, "Batch size for predict.")
 flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate (Adam).")
 flags.DEFINE_float("num_train_epochs", 3.0, "Number of training epochs.")
 flags.DEFINE_float("warmup_proportion", 0.1, "Fraction of steps for linear warm-up.")
-flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save a checkpoint.")
 flags.DEFINE_integer("iterations_per_loop", 50, "Steps per loop (and per progress line).")
 flags.DEFINE_string("export_dir", None, "Export a SavedModel to EXPORT_DIR/<version>/.")
-flags.DEFINE_enum("distribution_strategy", "one_device", list(distribute.STRATEGIES), "tf.distribute strategy.")
-flags.DEFINE_integer("num_cpu_devices", None, "With --distribution_strategy=mirrored on CPU: logical CPU devices.")
-flags.DEFINE_enum("optimizer", "adamw_original", ["adamw_original", "adamw", "lamb"], "Optimizer.")
 flags.DEFINE_enum("dtype", "float32", ["float32", "mixed_bfloat16", "mixed_float16"], "Compute dtype policy.")
 flags.DEFINE_bool("bucket_by_length", True, "Batch training examples of similar length (faster).")
-flags.DEFINE_integer("seed", 12345, "Shuffle seed.")
-flags.DEFINE_bool("use_tpu", False, "Use a TPU (same as --distribution_strategy=tpu).")
-flags.DEFINE_string("tpu_name", None, "Cloud TPU name or grpc:// address.")
+_common.define_training_flags()
 flags.mark_flags_as_required(["task_name", "data_dir", "output_dir"])
 
 
@@ -63,9 +57,7 @@ def main(argv):
     sys.exit("run_classifier: error: at least one of --do_train, --do_eval, "
              "--do_predict or --export_dir must be set")
   try:
-    strategy = distribute.get_strategy(
-        "tpu" if FLAGS.use_tpu else FLAGS.distribution_strategy,
-        tpu_name=FLAGS.tpu_name, num_cpu_devices=FLAGS.num_cpu_devices)
+    strategy = _common.strategy_from_flags()
     params = classifier.ClassifierParams(
         task_name=FLAGS.task_name, data_dir=FLAGS.data_dir, output_dir=FLAGS.output_dir,
         vocab_file=FLAGS.vocab_file, bert_config_file=FLAGS.bert_config_file,

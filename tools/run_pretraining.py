@@ -11,12 +11,12 @@ Restarting with the same ``--output_dir`` resumes from the latest checkpoint.
 import sys
 
 import _bootstrap  # pylint: disable=unused-import
+import _common
 from absl import app
 from absl import flags
 
 from bert_tf import checkpoints
 from bert_tf import config as config_lib
-from bert_tf import distribute
 from bert_tf import pretraining
 from bert_tf.data import pretraining_data
 
@@ -34,17 +34,11 @@ flags.DEFINE_integer("eval_batch_size", 8, "Eval batch size.")
 flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate (Adam).")
 flags.DEFINE_integer("num_train_steps", 100000, "Number of training steps.")
 flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warm-up steps.")
-flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save a checkpoint.")
 flags.DEFINE_integer("iterations_per_loop", 100, "Steps per loop (and per progress line).")
 flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
-flags.DEFINE_bool("use_tpu", False, "Train on a TPU (same as --distribution_strategy=tpu).")
-flags.DEFINE_string("tpu_name", None, "Cloud TPU name or grpc:// address.")
-flags.DEFINE_enum("distribution_strategy", "one_device", list(distribute.STRATEGIES), "tf.distribute strategy.")
-flags.DEFINE_integer("num_cpu_devices", None, "With --distribution_strategy=mirrored on CPU: logical CPU devices.")
-flags.DEFINE_enum("optimizer", "adamw_original", ["adamw_original", "adamw", "lamb"], "Optimizer (default: the original AdamWeightDecay).")
 flags.DEFINE_bool("nsp", True, "Train the next-sentence head (False: the paper's No-NSP ablation).")
-flags.DEFINE_integer("seed", 12345, "Shuffle seed.")
 flags.DEFINE_integer("stop_at_step", None, "Stop (with a checkpoint) at this step; a rerun resumes to --num_train_steps.")
+_common.define_training_flags()
 flags.mark_flags_as_required(["bert_config_file", "input_file", "output_dir"])
 
 
@@ -55,9 +49,7 @@ def main(argv):
   try:
     config = config_lib.BertConfig.from_json_file(FLAGS.bert_config_file)
     pretraining_data.expand_input_files(FLAGS.input_file)
-    strategy = distribute.get_strategy(
-        "tpu" if FLAGS.use_tpu else FLAGS.distribution_strategy,
-        tpu_name=FLAGS.tpu_name, num_cpu_devices=FLAGS.num_cpu_devices)
+    strategy = _common.strategy_from_flags()
     params = pretraining.PretrainingParams(
         input_file=FLAGS.input_file, output_dir=FLAGS.output_dir,
         init_checkpoint=FLAGS.init_checkpoint, max_seq_length=FLAGS.max_seq_length,

@@ -252,3 +252,117 @@ def load_encoder_weights(encoder, init_checkpoint, source="--init_checkpoint"):
     return "original TF1 checkpoint " + init_checkpoint
   return "checkpoint " + restore_object_checkpoint(init_checkpoint, source,
                                                    encoder=encoder)
+
+
+def save_tf1_checkpoint(named_variables, ckpt_prefix):
+  """Writes weights under their original TF1 names (``bert_model.ckpt``).
+
+  The files (``PREFIX.index``, ``PREFIX.data-*``) are readable by the
+  original code's ``tf.train.Saver`` / ``init_from_checkpoint`` and by
+  :func:`load_tf1_checkpoint`. No optimizer slots are written. Files are
+  written under a temporary prefix and renamed when whole.
+
+  Args:
+    named_variables: ``[(original name, variable)]``.
+    ckpt_prefix: output prefix, e.g. ``out/bert_model.ckpt``.
+
+  Returns:
+    ``ckpt_prefix``.
+  """
+  import glob  # pylint: disable=g-import-not-at-top
+  d = os.path.dirname(os.path.abspath(ckpt_prefix))
+  os.makedirs(d, exist_ok=True)
+  tmp = ckpt_prefix + ".tmp-%d" % os.getpid()
+  names = [n for n, _ in named_variables]
+  values = [tf.convert_to_tensor(v) for _, v in named_variables]
+  tf.raw_ops.SaveV2(prefix=tmp, tensor_names=names,
+                    shape_and_slices=[""] * len(names), tensors=values)
+  for path in sorted(glob.glob(tmp + ".*"), key=lambda p: p.endswith(".index")):
+    os.replace(path, ckpt_prefix + path[len(tmp):])  # .index last
+  return ckpt_prefix
+
+
+SLOT_SUFFIXES = ("/adam_m", "/adam_v")
+
+
+def shrink_tf1_checkpoint(src, dst, keep_optimizer_slots=False):
+  """Copies an original TF1 checkpoint without its Adam slots (~1/3 the size).
+
+  The original's most asked question: a fine-tuned ``model.ckpt-N`` holds
+  ``*/adam_m`` and ``*/adam_v`` beside every weight. Every other variable
+  (including task heads and ``global_step``) is kept under its name.
+
+  Returns:
+    ``(dst, number of variables written, number dropped)``.
+
+  Raises:
+    CheckpointError: unreadable ``src``.
+  """
+  try:
+    reader = tf.train.load_checkpoint(src)
+  except (tf.errors.OpError, ValueError) as e:
+    raise CheckpointError("cannot read checkpoint %r: %s" % (src, e)) from e
+  names = sorted(reader.get_variable_to_shape_map())
+  keep = [n for n in names if keep_optimizer_slots or not n.endswith(SLOT_SUFFIXES)]
+  save_tf1_checkpoint([(n, reader.get_tensor(n)) for n in keep], dst)
+  return dst, len(keep), len(names) - len(keep)
+
+
+def convert_checkpoint(src, dst, output_format, bert_config_file=None):
+  """Converts BERT weights between the supported formats.
+
+  Args:
+    src: a Hugging Face BERT directory, an original TF1 checkpoint, or one
+      of ours (prefix or directory).
+    dst: output prefix (TF1 format: e.g. ``out/bert_model.ckpt``; ours: a
+      checkpoint prefix such as ``out/ckpt``). ``bert_config.json`` is written
+      beside it.
+    output_format: ``ours`` or ``tf1``.
+    bert_config_file: required unless ``src`` is a Hugging Face directory.
+
+  Returns:
+    a string describing what was written. Encoder weights always; the
+    pretraining heads (``cls/...``) when the source has them. Optimizer
+    slots are never copied (use :func:`shrink_tf1_checkpoint` for TF1 -> TF1).
+
+  Raises:
+    CheckpointError / ConfigError: naming the file and the problem.
+  """
+  from bert_tf import pretraining  # pylint: disable=g-import-not-at-top
+  if output_format not in ("ours", "tf1"):
+    raise CheckpointError("--output_format must be 'ours' or 'tf1', got %r"
+                          % output_format)
+  if is_hf_dir(src):
+    config = read_hf_config(src)
+  elif bert_config_file:
+    config = config_lib.BertConfig.from_json_file(bert_config_file)
+  else:
+    raise CheckpointError("--bert_config_file is required for %r" % src)
+  model = pretraining.build_pretrainer(config)
+  with_heads = False
+  if is_hf_dir(src):
+    load_hf_weights(model.encoder, src)
+  elif is_tf1_checkpoint(src):
+    names = tf.train.load_checkpoint(src).get_variable_to_shape_map()
+    with_heads = "cls/predictions/output_bias" in names
+    load_tf1_checkpoint(pretrainer_variables(model), src,
+                        allow_missing=() if with_heads else ("cls/",))
+  else:
+    try:
+      restore_object_checkpoint(src, "--input", model=model)
+      with_heads = True
+    except CheckpointError:
+      restore_object_checkpoint(src, "--input", encoder=model.encoder)
+  named = pretrainer_variables(model) if with_heads else encoder_variables(model.encoder)
+  config.to_json_file(os.path.join(os.path.dirname(os.path.abspath(dst)),
+                                   "bert_config.json"))
+  if output_format == "tf1":
+    save_tf1_checkpoint(named, dst)
+  else:
+    objects = {"encoder": model.encoder}
+    if with_heads:
+      objects["model"] = model
+    tf.train.Checkpoint(**objects).write(dst)
+  return "%d variables (%s) -> %s [%s]" % (
+      len(named), "encoder + pretraining heads" if with_heads else "encoder",
+      dst, output_format)

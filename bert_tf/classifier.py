@@ -173,7 +173,7 @@ def run_classifier(params, strategy, do_train=True, do_eval=True, do_predict=Fal
       checkpoint_interval=params.save_checkpoints_steps)
   latest = training.restore_latest(manager)
   if latest:
-    print_fn("resumed from %s (step %d)" % (latest, int(optimizer.iterations)))
+    print_fn("resumed from %s (step %d)" % (latest, int(optimizer.iterations.numpy())))
   elif params.init_checkpoint:
     print_fn("initialized the encoder from " +
              checkpoints.load_encoder_weights(model.encoder, params.init_checkpoint))
@@ -182,7 +182,7 @@ def run_classifier(params, strategy, do_train=True, do_eval=True, do_predict=Fal
 
   _write_run_files(params, task, config, vocab_file)
   results = {}
-  if do_train and int(optimizer.iterations) < num_train_steps:
+  if do_train and int(optimizer.iterations.numpy()) < num_train_steps:
     texts_a, texts_b, labels = splits["train"]
     ds = classifier_data.examples_dataset(
         preprocessor, texts_a, texts_b, labels, params.train_batch_size,
@@ -226,7 +226,7 @@ def run_classifier(params, strategy, do_train=True, do_eval=True, do_predict=Fal
     probs = softmax(logits)
     results["eval_accuracy"] = float((logits.argmax(-1) == y).mean())
     results["eval_loss"] = float(-np.log(probs[np.arange(len(y)), y] + 1e-12).mean())
-    results["global_step"] = int(optimizer.iterations)
+    results["global_step"] = int(optimizer.iterations.numpy())
     io_utils.atomic_write_text(
         os.path.join(params.output_dir, "eval_results.txt"),
         "".join("%s = %s\n" % (k, results[k]) for k in sorted(results)))

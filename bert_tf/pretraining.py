@@ -132,7 +132,7 @@ def run_pretraining(config, params, strategy, do_train=True, do_eval=False,
   results = {}
   latest = training.restore_latest(manager)
   if latest:
-    print_fn("resumed from %s at step %d" % (latest, int(optimizer.iterations)))
+    print_fn("resumed from %s at step %d" % (latest, int(optimizer.iterations.numpy())))
   elif params.init_checkpoint:
     what = checkpoints.load_encoder_weights(model.encoder, params.init_checkpoint)
     print_fn("initialized the encoder from " + what)
@@ -169,12 +169,12 @@ def run_pretraining(config, params, strategy, do_train=True, do_eval=False,
     results.update({"train_" + k: v for k, v in summarize(last).items()})
   if do_eval:
     eval_metrics = evaluate(model, params, nsp=params.nsp)
-    eval_metrics["global_step"] = int(optimizer.iterations)
+    print_fn("eval: " + format_metrics(eval_metrics))
+    eval_metrics["global_step"] = int(optimizer.iterations.numpy())
     write_eval_results(os.path.join(params.output_dir, "eval_results.txt"),
                        eval_metrics)
-    print_fn("eval: " + format_metrics(eval_metrics))
     results.update(eval_metrics)
-  results["global_step"] = int(optimizer.iterations)
+  results["global_step"] = int(optimizer.iterations.numpy())
   return results
 
 

@@ -146,3 +146,29 @@ def test_bad_classifier_inputs(tmp_path):
   with pytest.raises(classifier_data.TaskError, match="label '7'"):
     (bad / "dev.tsv").write_text("sentence\tlabel\nok\t7\n")
     classifier_data.read_examples(classifier_data.get_task("sst-2"), str(bad / "dev.tsv"))
+
+
+def test_mirrored_strategy_on_two_cpu_devices(tmp_path):
+  """Pretraining and fine-tuning under MirroredStrategy (2 logical CPUs)."""
+  data = str(tmp_path / "pt.tfrecord")
+  run_tool(["tools/create_pretraining_data.py", "--input_file=" + SAMPLE_TEXT,
+            "--output_file=" + data, "--vocab_file=" + VOCAB, "--dupe_factor=2",
+            "--max_seq_length=64", "--max_predictions_per_seq=10"])
+  mirrored = ["--distribution_strategy=mirrored", "--num_cpu_devices=2"]
+  pt_dir = str(tmp_path / "pt")
+  p = run_tool(["tools/run_pretraining.py", "--input_file=" + data, "--output_dir=" + pt_dir,
+                "--bert_config_file=" + TINY_CONFIG, "--do_train", "--do_eval",
+                "--max_eval_steps=2", "--train_batch_size=8", "--max_seq_length=64",
+                "--max_predictions_per_seq=10", "--num_train_steps=10",
+                "--num_warmup_steps=2", "--iterations_per_loop=5"] + mirrored)
+  assert "step 10/10" in p.stdout and "functional_saver" not in p.stderr
+  assert tf.train.latest_checkpoint(pt_dir).endswith("ckpt-10")
+  sst = str(tmp_path / "sst")
+  copy_slice(MOVIE_DIR + "/train.tsv", sst + "/train.tsv", every=100)
+  copy_slice(MOVIE_DIR + "/dev.tsv", sst + "/dev.tsv", every=50)
+  ft = str(tmp_path / "ft")
+  run_tool(["tools/run_classifier.py", "--task_name=sst-2", "--do_train", "--do_eval",
+            "--data_dir=" + sst, "--vocab_file=" + VOCAB, "--bert_config_file=" + TINY_CONFIG,
+            "--init_checkpoint=" + pt_dir, "--max_seq_length=64", "--train_batch_size=8",
+            "--num_train_epochs=1", "--output_dir=" + ft] + mirrored)
+  assert "global_step = 11" in open(os.path.join(ft, "eval_results.txt")).read()

@@ -16,8 +16,8 @@ import tensorflow as tf
 from bert_tf import classifier
 from bert_tf import preprocessing
 from bert_tf.data import classifier_data
-from conftest import (MOVIE_DIR, SAMPLE_TEXT, TINY_CONFIG, VOCAB, copy_slice,
-                      read_records, run_tool, shared_file)
+from conftest import (DATA, MOVIE_DIR, SAMPLE_TEXT, TINY_CONFIG, VOCAB, copy_slice,
+                      read_records, run_tool)
 
 pytestmark = pytest.mark.slow
 
@@ -113,10 +113,10 @@ def test_pretrain_finetune_export_chain(tmp_path):
 
 def test_minilm_pair_task_export_matches(minilm_dir, tmp_path):
   """Real weights, two-segment task (dialog reply pairs), export with two inputs."""
-  src = shared_file("dialog_reply_pairs", "train.tsv")
+  src = os.path.join(DATA, "dialog_reply_pairs", "train.tsv")
   d = str(tmp_path / "pairs")
-  copy_slice(src, d + "/train.tsv", every=300, limit=96)
-  copy_slice(src.replace("train", "dev"), d + "/dev.tsv", every=100)
+  copy_slice(src, d + "/train.tsv", every=15, limit=96)
+  copy_slice(src.replace("train", "dev"), d + "/dev.tsv", every=10)
   ft_dir, export_dir = str(tmp_path / "ft"), str(tmp_path / "export")
   run_tool(["tools/run_classifier.py", "--task_name=pairs", "--do_train", "--do_eval",
             "--data_dir=" + d, "--init_checkpoint=" + minilm_dir, "--max_seq_length=64",

@@ -3,3 +3,5 @@
 from bert_tf.modeling.encoder import BertEncoder
 from bert_tf.modeling.models import BertClassifier
 from bert_tf.modeling.models import BertPretrainer
+
+__all__ = ["BertEncoder", "BertClassifier", "BertPretrainer"]

@@ -25,6 +25,7 @@ import os
 import random
 
 import numpy as np
+import tensorflow as tf
 
 from bert_tf import io_utils
 from bert_tf import tokenization
@@ -267,12 +268,10 @@ def create_training_instances(all_documents, vocab_words, rng, max_seq_length=12
 
 
 def _int_feature(values):
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
 
 
 def _float_feature(values):
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   return tf.train.Feature(float_list=tf.train.FloatList(value=list(values)))
 
 
@@ -301,7 +300,6 @@ def instance_to_features(instance, vocab, max_seq_length, max_predictions_per_se
 
 def features_to_example(features):
   """A ``tf.train.Example`` with the original's feature types and order."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   feats = collections.OrderedDict()
   for name, values in features.items():
     if name == "masked_lm_weights":
@@ -321,7 +319,6 @@ def write_instances(instances, vocab, max_seq_length, max_predictions_per_seq,
   Returns:
     number of records written.
   """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   tmp_names = [io_utils.temp_name(p) for p in output_files]
   try:
     writers = [tf.io.TFRecordWriter(p) for p in tmp_names]
@@ -347,7 +344,6 @@ def write_instances(instances, vocab, max_seq_length, max_predictions_per_seq,
 
 def parse_example_to_numpy(serialized):
   """Parses one serialized record into ``{name: np.ndarray}`` (for comparisons)."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   ex = tf.train.Example.FromString(serialized)
   out = {}
   for name, feat in ex.features.feature.items():

@@ -100,3 +100,35 @@ def test_bad_inputs(tmp_path):
   assert p.returncode != 0 and str(bad_vocab) in p.stderr and "[CLS]" in p.stderr
   assert not out.exists()
   assert not [f for f in os.listdir(tmp_path) if f.endswith(".tmp")]
+
+
+def test_non_utf8_bytes_are_dropped(original_bert, tmp_path):
+  """Invalid UTF-8 is dropped, as the original's convert_to_unicode("ignore")
+  intends (the original script itself now raises UnicodeDecodeError in
+  GFile's strict text mode): our records equal the original's on the same
+  text with the bad bytes removed."""
+  with open(SAMPLE_TEXT, "rb") as f:
+    clean = f.read()
+  dirty = clean.replace(b"the ", b"th\xffe\x80 ", 5).replace(b"\n\n", b"\xfe\n\n", 1)
+  assert dirty.decode("utf-8", "ignore").encode("utf-8") == clean
+  (tmp_path / "dirty.txt").write_bytes(dirty)
+  (tmp_path / "clean.txt").write_bytes(clean)
+  assert_same(run_original(tmp_path, str(tmp_path / "clean.txt"), 5, dupe_factor=2),
+              run_ours(tmp_path, str(tmp_path / "dirty.txt"), 5, dupe_factor=2))
+
+
+def test_cased_vocab_with_lower_case_warns(tmp_path, caplog):
+  from bert_tf import tokenization  # pylint: disable=g-import-not-at-top
+  with open(VOCAB, encoding="utf-8") as f:
+    words = f.read().splitlines()
+  cased = tmp_path / "cased_vocab.txt"
+  cased.write_text("\n".join(words + [w.capitalize() for w in words[2000:2200]]) + "\n",
+                   encoding="utf-8")
+  vocab = tokenization.load_vocab(str(cased))
+  with caplog.at_level("WARNING"):
+    tokenization.warn_if_case_mismatch(vocab, True, str(cased))
+  assert "looks cased but --do_lower_case=True" in caplog.text and str(cased) in caplog.text
+  caplog.clear()
+  with caplog.at_level("WARNING"):
+    tokenization.warn_if_case_mismatch(tokenization.load_vocab(VOCAB), True, VOCAB)
+  assert not caplog.text

@@ -8,6 +8,7 @@ original TF1 checkpoint name (google-research/bert ``modeling.py`` and
 Optimizer slots (``adam_m``, ``adam_v``) are never weights.
 """
 
+import glob
 import json
 import logging
 import os
@@ -191,13 +192,17 @@ def load_tf1_checkpoint(named_variables, ckpt_path, allow_missing=()):
   _assign_all(pairs, "checkpoint %r" % ckpt_path)
 
 
+def _tf1_variable_names(path):
+  """``{name: shape}`` of a name-based checkpoint, or {} if unreadable."""
+  try:
+    return tf.train.load_checkpoint(path).get_variable_to_shape_map()
+  except (tf.errors.OpError, ValueError):
+    return {}
+
+
 def is_tf1_checkpoint(path):
   """True when ``path`` is a TF1 name-based checkpoint holding ``bert/`` names."""
-  try:
-    names = tf.train.load_checkpoint(path).get_variable_to_shape_map()
-  except (tf.errors.OpError, ValueError):
-    return False
-  return "bert/embeddings/word_embeddings" in names
+  return "bert/embeddings/word_embeddings" in _tf1_variable_names(path)
 
 
 def restore_object_checkpoint(ckpt_path, source, **objects):
@@ -269,7 +274,6 @@ def save_tf1_checkpoint(named_variables, ckpt_prefix):
   Returns:
     ``ckpt_prefix``.
   """
-  import glob  # pylint: disable=g-import-not-at-top
   d = os.path.dirname(os.path.abspath(ckpt_prefix))
   os.makedirs(d, exist_ok=True)
   tmp = ckpt_prefix + ".tmp-%d" % os.getpid()
@@ -332,7 +336,8 @@ def convert_checkpoint(src, dst, output_format, bert_config_file=None):
   if output_format not in ("ours", "tf1"):
     raise CheckpointError("--output_format must be 'ours' or 'tf1', got %r"
                           % output_format)
-  if is_hf_dir(src):
+  hf = is_hf_dir(src)
+  if hf:
     config = read_hf_config(src)
   elif bert_config_file:
     config = config_lib.BertConfig.from_json_file(bert_config_file)
@@ -340,11 +345,11 @@ def convert_checkpoint(src, dst, output_format, bert_config_file=None):
     raise CheckpointError("--bert_config_file is required for %r" % src)
   model = pretraining.build_pretrainer(config)
   with_heads = False
-  if is_hf_dir(src):
+  tf1_names = {} if hf else _tf1_variable_names(src)
+  if hf:
     load_hf_weights(model.encoder, src)
-  elif is_tf1_checkpoint(src):
-    names = tf.train.load_checkpoint(src).get_variable_to_shape_map()
-    with_heads = "cls/predictions/output_bias" in names
+  elif "bert/embeddings/word_embeddings" in tf1_names:
+    with_heads = "cls/predictions/output_bias" in tf1_names
     load_tf1_checkpoint(pretrainer_variables(model), src,
                         allow_missing=() if with_heads else ("cls/",))
   else:

@@ -2,7 +2,17 @@
 
 ``one_device`` (first GPU, else CPU), ``mirrored`` (all local devices),
 ``multi_worker_mirrored`` (machines listed in ``TF_CONFIG``), ``tpu``
-(``TPUClusterResolver(tpu_name)``).
+(``TPUClusterResolver(tpu_name, zone, project)``).
+
+Every strategy runs the same :class:`bert_tf.training.Trainer` step
+(per-replica gradients, one all-reduce, global-norm clipping, update). The
+input differs only for TPU: there the pretraining tool feeds per-replica
+batches through ``strategy.distribute_datasets_from_function`` (TPU infeed),
+whose iterator cannot be checkpointed, so a resumed TPU run restarts the
+data order (weights, optimizer and step are restored); elsewhere each worker
+reads a plain ``tf.data`` iterator (saved in the checkpoint) that the step
+splits over the worker's replicas. The TPU path is built but cannot be run
+here (no TPU).
 """
 
 import tensorflow as tf
@@ -10,12 +20,14 @@ import tensorflow as tf
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
 
 
-def get_strategy(name="one_device", tpu_name=None, num_cpu_devices=None):
+def get_strategy(name="one_device", tpu_name=None, num_cpu_devices=None,
+                 tpu_zone=None, gcp_project=None):
   """Creates the strategy named by ``--distribution_strategy``.
 
   Args:
     name: one of ``STRATEGIES``.
-    tpu_name: ``--tpu_name`` for ``tpu``.
+    tpu_name: ``--tpu_name`` (or ``--master``) for ``tpu``.
+    tpu_zone, gcp_project: ``--tpu_zone``, ``--gcp_project`` for ``tpu``.
     num_cpu_devices: with ``mirrored`` on a machine without accelerators,
       split the CPU into this many logical devices (tests, demos). Must be
       called before TensorFlow initializes its devices.
@@ -37,7 +49,8 @@ def get_strategy(name="one_device", tpu_name=None, num_cpu_devices=None):
   if name == "multi_worker_mirrored":
     return tf.distribute.MultiWorkerMirroredStrategy()
   if name == "tpu":
-    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu_name)
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+        tpu=tpu_name, zone=tpu_zone, project=gcp_project)
     tf.config.experimental_connect_to_cluster(resolver)
     tf.tpu.experimental.initialize_tpu_system(resolver)
     return tf.distribute.TPUStrategy(resolver)

@@ -111,8 +111,10 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
   def update_step(self, gradient, variable, learning_rate):
     index = self._get_variable_index(variable)
     decay = self.weight_decay_rate if self._decay_flags[index] else 0.0
-    _fused_update(_tf_variable(variable), _tf_variable(self._m[index]),
-                  _tf_variable(self._v[index]), tf.convert_to_tensor(gradient),
+    var = _tf_variable(variable)
+    _fused_update(var, _local_component(_tf_variable(self._m[index]), var),
+                  _local_component(_tf_variable(self._v[index]), var),
+                  tf.convert_to_tensor(gradient),
                   tf.cast(learning_rate, variable.dtype), decay, self.beta_1,
                   self.beta_2, self.epsilon)
 
@@ -128,6 +130,25 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
 def _tf_variable(variable):
   """The tf.Variable behind a Keras 3 variable (itself if already one)."""
   return variable if isinstance(variable, tf.Variable) else variable.value
+
+
+def _local_component(slot, var):
+  """The component of a distributed (e.g. Mirrored) ``slot`` on ``var``'s device.
+
+  Under a ``tf.distribute`` strategy ``update_step`` runs once per device
+  with ``var`` that device's component, while the slots are still the
+  distributed variables. A distributed variable passed to the
+  ``tf.function`` below is captured by its first trace, so every same-shaped
+  variable would then share the first one's slots: pass plain per-device
+  ``tf.Variable`` objects instead (a plain variable is a function input).
+  """
+  components = getattr(slot, "values", None)
+  if not components:
+    return slot
+  for c in components:
+    if c.device == var.device:
+      return c
+  raise ValueError("no component of %s on %s" % (slot.name, var.device))
 
 
 @tf.function(jit_compile=True)

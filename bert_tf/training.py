@@ -1,18 +1,82 @@
 """A small custom training loop over ``tf.distribute`` strategies.
 
 Used by pretraining (:mod:`bert_tf.pretraining`) and fine-tuning
-(:mod:`bert_tf.classifier`). Each step runs ``compute_fn`` on every replica,
-sums the gradients across replicas (Keras 3 optimizers all-reduce them), and
-sums the returned metric counters across replicas. Checkpoints go through
-``tf.train.CheckpointManager``, which writes each checkpoint's files before
-updating the ``checkpoint`` index file, so a killed job never leaves an index
-naming a partial checkpoint.
+(:mod:`bert_tf.classifier`). One optimizer step:
+
+1. each replica computes the gradients of its part of the global batch
+   (with ``num_accumulation_steps = k``, of k micro-batches in turn, summing
+   the gradients: a ``tf.while_loop``, so the graph does not grow with k);
+2. the gradients are SUMMED across replicas (one all-reduce);
+3. the summed gradients are clipped to the optimizer's ``global_clipnorm``
+   (the original's ``tf.clip_by_global_norm(grads, 1.0)``);
+4. the optimizer applies them (its own all-reduce is switched off, and its
+   ``global_clipnorm`` is taken over by step 3).
+
+So the step does not depend on the number of replicas or micro-batches: 2
+replicas, or 2 micro-batches, take the same step as one device on the whole
+batch. (Keras 3 optimizers clip each replica's gradients BEFORE their
+all-reduce, and the original on TPU clipped per core, both of which change
+the step with the replica count; here clipping always sees the global
+gradient.) Losses must be normalized by global quantities for this to be
+exact: pass ``normalizer_fn`` and the Trainer sums its counters over all
+micro-batches and replicas before the forward pass (see
+:func:`bert_tf.pretraining.pretraining_metrics`).
+
+Input: either a ``tf.distribute`` distributed iterator (per-replica
+batches), or a plain ``tf.data`` iterator of this worker's batches, which is
+split evenly over the worker's replicas inside the step. A plain iterator is
+a trackable object, so it can go into the checkpoint (``tf.train.Checkpoint(
+iterator=...)``) for an exact resume; ``tf.distribute``'s distributed
+iterators cannot (TF 2.21 raises "expecting iterator to be a trackable
+object").
+
+Checkpoints go through ``tf.train.CheckpointManager``, which writes each
+checkpoint's files before updating the ``checkpoint`` index file, so a
+killed job never leaves an index naming a partial checkpoint.
 """
 
 import time
 
 from absl import logging
+import keras
 import tensorflow as tf
+
+
+def local_replica_count(strategy):
+  """Replicas of ``strategy`` on this worker (1 for the default strategy)."""
+  try:
+    return len(strategy.extended.worker_devices)
+  except RuntimeError:  # the default strategy has no worker_devices
+    return 1
+
+
+def _inner_optimizer(optimizer):
+  return getattr(optimizer, "inner_optimizer", optimizer)
+
+
+def _take_over_aggregation(optimizer):
+  """Switches off the optimizer's own gradient all-reduce and global clipping.
+
+  Keras 3's TensorFlow optimizers all-reduce (sum) the gradients passed to
+  ``apply`` in a replica context (``TFOptimizer._all_reduce_sum_gradients``)
+  after clipping them per replica. The Trainer all-reduces and clips itself,
+  so it replaces that method on this optimizer instance by the identity
+  (Keras 2's ``experimental_aggregate_gradients=False``). A test
+  (``tests/test_pretraining.py``) compares a 2-replica step with a 1-device
+  step, so a Keras change here cannot go unnoticed.
+
+  Returns:
+    the global clip norm the optimizer had (float or None).
+  """
+  inner = _inner_optimizer(optimizer)
+  clip = getattr(inner, "global_clipnorm", None)
+  inner.global_clipnorm = None
+  if not hasattr(inner, "_all_reduce_sum_gradients"):
+    raise TypeError("%s has no _all_reduce_sum_gradients: this Keras version "
+                    "aggregates gradients differently; update "
+                    "bert_tf.training" % type(inner).__name__)
+  inner._all_reduce_sum_gradients = lambda grads_and_vars: list(grads_and_vars)  # pylint: disable=protected-access
+  return clip
 
 
 class Trainer:
@@ -21,30 +85,139 @@ class Trainer:
   Args:
     strategy: a ``tf.distribute.Strategy`` (variables created in its scope).
     model: the Keras model whose ``trainable_variables`` are trained.
-    optimizer: a Keras 3 optimizer built in ``strategy.scope()``.
-    compute_fn: ``compute_fn(features) -> (loss, metrics)`` run per replica;
-      ``loss`` is a float32 scalar already scaled so that the SUM over
-      replicas is the global loss; ``metrics`` is a dict of float32 scalar
-      counters summed over replicas.
+    optimizer: a Keras 3 optimizer built in ``strategy.scope()``, possibly a
+      ``keras.optimizers.LossScaleOptimizer`` (mixed_float16): the loss is
+      then multiplied by its dynamic scale, the clip threshold too (clipping
+      ``s*g`` at ``s*c`` equals clipping ``g`` at ``c``), and it unscales,
+      skips steps with non-finite gradients and adapts the scale. The
+      Trainer takes over its gradient all-reduce and ``global_clipnorm``
+      (see :func:`_take_over_aggregation`).
+    compute_fn: without ``normalizer_fn``: ``compute_fn(features) -> (loss,
+      metrics)`` with ``loss`` a float32 scalar scaled so that the SUM over
+      replicas is the global loss (divided by ``num_accumulation_steps``
+      here when accumulating: exact for equal-sized micro-batches and
+      per-example mean losses). With ``normalizer_fn``: ``compute_fn(
+      features, totals)`` where ``totals`` holds the global sums of the
+      normalizer counters and ``loss`` is scaled so that the SUM over
+      micro-batches and replicas is the global loss. ``metrics`` is a dict
+      of float32 scalar counters, summed over micro-batches and replicas.
+    num_accumulation_steps: k >= 1; each replica's batch is split into k
+      equal micro-batches whose gradients are summed before one update.
+    normalizer_fn: optional ``normalizer_fn(features) -> dict`` of float32
+      scalar counters (e.g. the masked-LM weight sum), computed from the
+      inputs alone and summed over micro-batches and replicas.
+    jit_compile: compile each micro-batch's forward and backward pass with
+      XLA (``tf.function(jit_compile=True)``); the input pipeline, the
+      all-reduce and the update stay outside.
   """
 
-  def __init__(self, strategy, model, optimizer, compute_fn):
+  def __init__(self, strategy, model, optimizer, compute_fn,
+               num_accumulation_steps=1, normalizer_fn=None, jit_compile=False):
+    if int(num_accumulation_steps) < 1:
+      raise ValueError("--num_accumulation_steps must be >= 1, got %r"
+                       % num_accumulation_steps)
     self.strategy = strategy
     self.model = model
     self.optimizer = optimizer
     self.compute_fn = compute_fn
+    self.normalizer_fn = normalizer_fn
+    self.num_accumulation_steps = int(num_accumulation_steps)
+    self.loss_scaling = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+    self.clip_norm = _take_over_aggregation(optimizer)
+    self._grads_fn = (tf.function(self._grads, jit_compile=True)
+                      if jit_compile else self._grads)
     self._step = tf.function(self._train_steps, reduce_retracing=True)
 
-  def _replica_step(self, features):
-    with tf.GradientTape() as tape:
-      loss, metrics = self.compute_fn(features)
+  # --- per replica -------------------------------------------------------
+
+  def _micro_batches(self, features):
+    """[k*b, ...] -> [k, b, ...] (k = num_accumulation_steps)."""
+    k = self.num_accumulation_steps
+
+    def split(x):
+      b = x.shape[0]
+      if b is None or b % k:
+        raise ValueError("the per-replica batch (%s examples) is not divisible "
+                         "by --num_accumulation_steps=%d" % (b, k))
+      return tf.reshape(x, [k, b // k] + x.shape[1:].as_list())
+    return tf.nest.map_structure(split, features)
+
+  def _grads(self, features, totals):
     variables = self.model.trainable_variables
-    grads = tape.gradient(loss, variables)
-    self.optimizer.apply_gradients(zip(grads, variables))
+    with tf.GradientTape() as tape:
+      if self.normalizer_fn is None:
+        loss, metrics = self.compute_fn(features)
+        loss = loss / float(self.num_accumulation_steps)
+      else:
+        loss, metrics = self.compute_fn(features, totals)
+      if self.loss_scaling:
+        loss = self.optimizer.scale_loss(loss)
+    return tape.gradient(loss, variables), metrics
+
+  def _replica_step(self, features):
+    ctx = tf.distribute.get_replica_context()
+    k = self.num_accumulation_steps
+    variables = self.model.trainable_variables
+    micro = self._micro_batches(features) if k > 1 else None
+    totals = None
+    if self.normalizer_fn is not None:
+      if k > 1:
+        per_micro = [self.normalizer_fn(tf.nest.map_structure(lambda x, i=i: x[i], micro))
+                     for i in range(k)]
+        totals = {n: tf.add_n([p[n] for p in per_micro]) for n in per_micro[0]}
+      else:
+        totals = self.normalizer_fn(features)
+      totals = ctx.all_reduce(tf.distribute.ReduceOp.SUM, totals)
+
+    if k == 1:
+      grads, metrics = self._grads_fn(features, totals)
+    else:
+      grads, metrics = self._grads_fn(
+          tf.nest.map_structure(lambda x: x[0], micro), totals)
+      used = [i for i, g in enumerate(grads) if g is not None]
+
+      def body(i, acc, msum):
+        g, m = self._grads_fn(tf.nest.map_structure(lambda x: x[i], micro), totals)
+        acc = [a + tf.convert_to_tensor(g[j]) for a, j in zip(acc, used)]
+        return i + 1, acc, {n: msum[n] + m[n] for n in msum}
+
+      _, acc, metrics = tf.while_loop(
+          lambda i, *_: i < k, body,
+          (tf.constant(1), [tf.convert_to_tensor(grads[j]) for j in used], metrics))
+      grads = [None] * len(grads)
+      for j, a in zip(used, acc):
+        grads[j] = a
+
+    pairs = [(g, v) for g, v in zip(grads, variables) if g is not None]
+    reduced = ctx.all_reduce(tf.distribute.ReduceOp.SUM,
+                             [tf.convert_to_tensor(g) for g, _ in pairs])
+    if self.clip_norm:
+      threshold = float(self.clip_norm)
+      if self.loss_scaling:
+        threshold = threshold * tf.cast(self.optimizer.dynamic_scale, tf.float32)
+      reduced, _ = tf.clip_by_global_norm(reduced, threshold)
+    self.optimizer.apply(reduced, [v for _, v in pairs])
     return metrics
 
+  # --- cross replica -----------------------------------------------------
+
+  def _distribute(self, batch):
+    """This worker's batch -> per-replica slices (plain iterators)."""
+    n = local_replica_count(self.strategy)
+    if n == 1:
+      return self.strategy.experimental_distribute_values_from_function(
+          lambda ctx: batch)
+
+    def value_fn(ctx):
+      i = ctx.replica_id_in_sync_group % n
+      return tf.nest.map_structure(lambda x: tf.split(x, n, axis=0)[i], batch)
+    return self.strategy.experimental_distribute_values_from_function(value_fn)
+
   def _one_step(self, iterator):
-    per_replica = self.strategy.run(self._replica_step, args=(next(iterator),))
+    batch = next(iterator)
+    if not isinstance(iterator, tf.distribute.DistributedIterator):
+      batch = self._distribute(batch)
+    per_replica = self.strategy.run(self._replica_step, args=(batch,))
     return {k: self.strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None)
             for k, v in per_replica.items()}
 
@@ -60,7 +233,9 @@ class Trainer:
     """Trains until ``optimizer.iterations == num_train_steps``.
 
     Args:
-      iterator: a (distributed) iterator of features.
+      iterator: a distributed iterator (per-replica batches) or a plain
+        ``tf.data`` iterator of this worker's batches (split over its
+        replicas; batch size divisible by the local replica count).
       num_train_steps: the final global step (int); resumed runs continue
         from ``optimizer.iterations``.
       manager: optional ``tf.train.CheckpointManager``; ``save`` is called
@@ -95,6 +270,25 @@ class Trainer:
           "-%d" % step):
         manager.save(checkpoint_number=step, check_interval=False)
     return last
+
+
+def seed_generator_states(model):
+  """The state variables of every Keras ``SeedGenerator`` in ``model`` (dropout).
+
+  Keras 3 keeps dropout's random state in ``seed_generator_state``
+  variables that ``tf.train.Checkpoint(model=...)`` does not save (they are
+  not tracked as checkpoint dependencies); put this list into the
+  checkpoint so that a resumed run draws the same dropout masks.
+
+  Returns:
+    list of ``tf.Variable`` (int [2] each), in the model's layer order.
+  """
+  out = []
+  for v in model.non_trainable_variables:
+    if v.path.endswith("seed_generator_state"):
+      out.append(v.value if hasattr(v, "value") and isinstance(
+          v.value, tf.Variable) else v)
+  return out
 
 
 def restore_latest(manager):

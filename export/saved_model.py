@@ -1,31 +1,117 @@
 """SavedModel export: raw strings in, probabilities and labels out.
 
-The serving graph is ``BertPreprocessor`` (tensorflow-text tokenizer with the
-vocab as a SavedModel asset) -> ``trim_to_longest`` -> ``BertClassifier`` ->
-softmax, exactly the preprocessing used while fine-tuning. The export is
-written in TF Serving's ``<export_dir>/<version>/`` layout: under a
-temporary name first, renamed to the numeric version when whole (TF Serving
-ignores non-numeric directories).
+Three exports, all in TF Serving's ``<export_dir>/<version>/`` layout
+(written under a temporary name, renamed to the numeric version when whole;
+TF Serving ignores non-numeric directories):
 
-Signature ``serving_default``:
-  inputs: ``text`` string [B] (single-sentence tasks) or ``text_a``,
-    ``text_b`` string [B] (pair tasks);
-  outputs: ``probabilities`` float32 [B, num_labels], ``logits`` float32
-    [B, num_labels], ``label_ids`` int32 [B], ``labels`` string [B].
+* **classifier** (:func:`export_classifier`): ``BertPreprocessor``
+  (tensorflow-text tokenizer, the vocab a SavedModel asset) ->
+  ``trim_to_longest`` -> ``BertClassifier`` -> softmax, exactly the
+  preprocessing used while fine-tuning. Signature ``serving_default``:
 
-Loading needs ``import tensorflow_text`` (registers the tokenizer ops).
+  - inputs: ``text`` string [B] (single-sentence tasks), or ``text_a`` and
+    ``text_b`` string [B] (pair tasks; different lengths ->
+    ``INVALID_ARGUMENT``); another rank is flattened to [B] (:func:`as_batch`);
+  - outputs: ``probabilities`` float32 [B, num_labels], ``logits`` float32
+    [B, num_labels], ``label_ids`` int32 [B], ``labels`` string [B]; for
+    regression (STS-B) only ``predictions`` float32 [B].
+
+* **preprocessor** (:func:`export_preprocessor`, the TF Hub
+  ``bert_*_preprocess`` half): ``serving_default`` (``text``) and ``pair``
+  (``text_a``, ``text_b``) -> int32 [B, max_seq_length] under TF Hub's names
+  ``input_word_ids``, ``input_mask``, ``input_type_ids`` and under the
+  original BERT's names ``input_ids``, ``segment_ids`` (``input_mask`` is
+  the same in both). Padded to ``max_seq_length`` (not trimmed), as TF Hub's.
+
+* **encoder** (:func:`export_encoder`, the TF Hub encoder half):
+  ``serving_default`` takes int32 [B, S] ``input_word_ids``, ``input_mask``,
+  ``input_type_ids`` (the preprocessor's outputs; S <=
+  ``max_position_embeddings``) and returns ``sequence_output`` float32
+  [B, S, H], ``pooled_output`` float32 [B, H] and ``encoder_outputs_<i>``
+  float32 [B, S, H] for every layer i (0-based; the last equals
+  ``sequence_output``).
+
+Each export holds ``assets.extra/tf_serving_warmup_requests`` (see
+:mod:`export.warmup`) and ``assets.extra/bert_tf_export.json`` (metadata:
+task, labels, ``max_seq_length``, ``is_pair``, the signatures, every
+non-core op with its library and minimum TF Serving version, see
+:mod:`export.serving_ops`).
+
+Loading needs the tensorflow-text ops: ``import tensorflow_text`` in Python,
+``TF_LoadLibrary`` of the listed ``_*.so`` files in C/C++, or a TF Serving
+build that links them (>= ``min_tf_serving_version`` in the metadata).
 """
 
 import json
 import os
 import re
 
+import numpy as np
 import tensorflow as tf
 
 from bert_tf import io_utils
 from bert_tf import preprocessing
+from export import serving_ops
+from export import warmup
 
 METADATA_FILE = "bert_tf_export.json"
+WARMUP_SENTENCES = ("A gorgeous, witty, seductive movie.", "",
+                    "The plot is a mess and the acting is even worse. " * 30)
+WARMUP_REPLIES = ("yeah.", "let me see what i can do.", "")
+
+
+class _Untracked:
+  """Holds an object out of ``tf.Module`` attribute tracking."""
+
+  def __init__(self, obj):
+    self.obj = obj
+
+
+def _track_tf_variables(module, layer):
+  """Makes ``layer``'s weights part of ``module``'s SavedModel as plain tf.Variables.
+
+  A Keras 3 variable wraps a ``tf.Variable``; when the Keras object itself is
+  tracked, ``tf.saved_model.save`` checkpoints a *copy* of each variable
+  (``Variable_N`` in the graph) while the serving functions read the
+  wrapped one. Python's object-graph loader reconnects them, but the
+  session-based C++ loader that TF Serving uses (``LoadSavedModel`` /
+  ``TF_LoadSessionFromSavedModel``) only runs the restore op, which fills the
+  copies: the first request fails with "Could not find variable
+  pooler/bias" (found by ``tests/test_export.py``'s C loader). Tracking the
+  wrapped ``tf.Variable``s directly, and not the Keras object, gives one
+  variable per weight that is both restored and read.
+  """
+  module._layer = _Untracked(layer)
+  module.weights = [v.value for v in layer.variables]
+
+
+def _string_spec(name):
+  return tf.TensorSpec([None], tf.string, name=name)
+
+
+def as_batch(text):
+  """``text`` as a 1-D string batch [B]: any other rank is flattened.
+
+  Signature shapes are not enforced at run time (neither by
+  ``tf.saved_model.load`` signatures nor by TF Serving), so a [B, 1] or
+  scalar request is given the defined meaning "these strings, in row-major
+  order" instead of reaching the tokenizer with an unexpected rank.
+  """
+  return tf.reshape(text, [-1])
+
+
+def check_same_batch(text_a, text_b):
+  """``(text_a, text_b)`` flattened and gated on equal sizes (string [B] each).
+
+  Raises (when run):
+    tf.errors.InvalidArgumentError: the two batches differ in size.
+  """
+  text_a, text_b = as_batch(text_a), as_batch(text_b)
+  check = tf.debugging.assert_equal(
+      tf.size(text_a), tf.size(text_b),
+      message="text_a and text_b must hold the same number of strings")
+  with tf.control_dependencies([check]):
+    return tf.identity(text_a), tf.identity(text_b)
 
 
 class ClassifierServingModule(tf.Module):
@@ -35,34 +121,124 @@ class ClassifierServingModule(tf.Module):
     model: a built :class:`bert_tf.modeling.BertClassifier`.
     preprocessor: the :class:`bert_tf.preprocessing.BertPreprocessor` used to
       fine-tune it.
-    labels: list of label names (str), index = label id.
+    labels: list of label names (str), index = label id; may be None for
+      regression.
     is_pair: two string inputs (``text_a``, ``text_b``) instead of ``text``.
+    is_regression: one output ``predictions`` float32 [B] (the single logit,
+      original ``run_classifier`` regression head as in STS-B).
   """
 
-  def __init__(self, model, preprocessor, labels, is_pair=False):
+  def __init__(self, model, preprocessor, labels, is_pair=False,
+               is_regression=False):
     super().__init__(name="bert_classifier_serving")
-    self.model = model
+    _track_tf_variables(self, model)
     self.preprocessor = preprocessor
-    self.label_names = tf.constant([str(l) for l in labels])
-    self.is_pair = is_pair
+    self.is_pair = bool(is_pair)
+    self.is_regression = bool(is_regression)
+    if not self.is_regression:
+      self.label_names = tf.constant([str(l) for l in labels])
+    if self.is_pair:
+      self.serve = tf.function(self._serve_pair, autograph=False, input_signature=[
+          _string_spec("text_a"), _string_spec("text_b")])
+    else:
+      self.serve = tf.function(self._serve_single, autograph=False,
+                               input_signature=[_string_spec("text")])
+
+  @property
+  def model(self):
+    return self._layer.obj
 
   def predict(self, text_a, text_b=None):
     """The serving computation; returns the signature's output dict."""
     features = preprocessing.trim_to_longest(self.preprocessor(text_a, text_b))
     logits = self.model(features, training=False)
+    if self.is_regression:
+      return {"predictions": logits[:, 0]}
     label_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
     return {"probabilities": tf.nn.softmax(logits, axis=-1), "logits": logits,
             "label_ids": label_ids,
             "labels": tf.gather(self.label_names, label_ids)}
 
+  def _serve_single(self, text):
+    return self.predict(as_batch(text))
+
+  def _serve_pair(self, text_a, text_b):
+    return self.predict(*check_same_batch(text_a, text_b))
+
   def signature(self):
     """The concrete ``serving_default`` function."""
-    if self.is_pair:
-      fn = tf.function(lambda text_a, text_b: self.predict(text_a, text_b))
-      return fn.get_concrete_function(tf.TensorSpec([None], tf.string, "text_a"),
-                                      tf.TensorSpec([None], tf.string, "text_b"))
-    fn = tf.function(lambda text: self.predict(text))
-    return fn.get_concrete_function(tf.TensorSpec([None], tf.string, "text"))
+    return self.serve.get_concrete_function()
+
+
+class PreprocessorServingModule(tf.Module):
+  """:class:`BertPreprocessor` alone behind string signatures (TF Hub split).
+
+  Signatures: ``serving_default`` (``text`` string [B]) and ``pair``
+  (``text_a``, ``text_b`` string [B]) -> int32 [B, max_seq_length]
+  ``input_word_ids`` = ``input_ids``, ``input_mask``, ``input_type_ids`` =
+  ``segment_ids``.
+  """
+
+  def __init__(self, preprocessor):
+    super().__init__(name="bert_preprocessor_serving")
+    self.preprocessor = preprocessor
+    self.serve = tf.function(lambda text: self._outputs(preprocessor(as_batch(text))),
+                             autograph=False,
+                             input_signature=[_string_spec("text")])
+    self.serve_pair = tf.function(
+        lambda text_a, text_b: self._outputs(
+            preprocessor(*check_same_batch(text_a, text_b))),
+        autograph=False, input_signature=[_string_spec("text_a"), _string_spec("text_b")])
+
+  @staticmethod
+  def _outputs(features):
+    return {"input_word_ids": features["input_ids"],
+            "input_mask": features["input_mask"],
+            "input_type_ids": features["segment_ids"],
+            "input_ids": tf.identity(features["input_ids"]),
+            "segment_ids": tf.identity(features["segment_ids"])}
+
+
+class EncoderServingModule(tf.Module):
+  """:class:`BertEncoder` alone behind an int32 signature (TF Hub split).
+
+  Inputs int32 [B, S]: ``input_word_ids``, ``input_mask``,
+  ``input_type_ids``; outputs ``sequence_output`` [B, S, H],
+  ``pooled_output`` [B, H], ``encoder_outputs_<i>`` [B, S, H] (float32).
+  Mismatched shapes or S > ``max_position_embeddings`` -> INVALID_ARGUMENT;
+  ids outside the vocab -> INVALID_ARGUMENT from the embedding gather.
+  """
+
+  def __init__(self, encoder):
+    super().__init__(name="bert_encoder_serving")
+    _track_tf_variables(self, encoder)
+    spec = lambda n: tf.TensorSpec([None, None], tf.int32, name=n)
+    self.serve = tf.function(self._serve, autograph=False, input_signature=[
+        spec("input_word_ids"), spec("input_mask"), spec("input_type_ids")])
+
+  @property
+  def encoder(self):
+    return self._layer.obj
+
+  def _serve(self, input_word_ids, input_mask, input_type_ids):
+    shape = tf.shape(input_word_ids)
+    checks = [
+        tf.debugging.assert_equal(tf.shape(input_mask), shape, message=
+                                  "input_mask must have input_word_ids' shape"),
+        tf.debugging.assert_equal(tf.shape(input_type_ids), shape, message=
+                                  "input_type_ids must have input_word_ids' shape"),
+        tf.debugging.assert_less_equal(
+            shape[1], self.encoder.config.max_position_embeddings,
+            message="sequence longer than max_position_embeddings")]
+    with tf.control_dependencies(checks):
+      out = self.encoder({"input_ids": tf.identity(input_word_ids),
+                          "input_mask": input_mask,
+                          "segment_ids": input_type_ids}, training=False)
+    result = {"sequence_output": tf.cast(out["sequence_output"], tf.float32),
+              "pooled_output": tf.cast(out["pooled_output"], tf.float32)}
+    for i, layer in enumerate(out["encoder_outputs"]):
+      result["encoder_outputs_%d" % i] = tf.cast(layer, tf.float32)
+    return result
 
 
 def next_version(export_dir):
@@ -73,12 +249,70 @@ def next_version(export_dir):
   return max(versions, default=0) + 1
 
 
+def _signature_summary(signatures):
+  out = {}
+  for name, fn in signatures.items():
+    out[name] = {
+        "inputs": sorted(s.name for s in tf.nest.flatten(fn.structured_input_signature)),
+        "outputs": sorted(fn.structured_outputs)}
+  return out
+
+
+def _write_export(module, signatures, export_dir, version, metadata, requests):
+  """Saves ``module`` with ``signatures`` + warm-up + metadata; returns the path.
+
+  Raises:
+    FileExistsError: that version already exists.
+  """
+  version = next_version(export_dir) if version is None else int(version)
+  final = os.path.join(export_dir, str(version))
+  import tensorflow_text  # pylint: disable=g-import-not-at-top
+  with io_utils.atomic_directory(final) as tmp:
+    tf.saved_model.save(module, tmp, signatures=signatures)
+    extra = os.path.join(tmp, "assets.extra")
+    os.makedirs(extra, exist_ok=True)
+    n = warmup.write_warmup_requests(os.path.join(extra, warmup.WARMUP_FILE),
+                                     requests)
+    report = serving_ops.custom_ops_report(tmp)
+    metadata = dict(metadata)
+    metadata.update({
+        "signatures": _signature_summary(signatures),
+        "custom_ops": report["ops"],
+        "op_libraries": report["libraries"],
+        "min_tf_serving_version": report["min_tf_serving"],
+        "warmup_requests": n,
+        "tensorflow_version": tf.__version__,
+        "tensorflow_text_version": tensorflow_text.__version__,
+        "requires": "import tensorflow_text (tensorflow-text %s ops), or "
+                    "TF_LoadLibrary of op_libraries, or TF Serving >= %s" % (
+                        tensorflow_text.__version__, report["min_tf_serving"]),
+    })
+    with open(os.path.join(extra, METADATA_FILE), "w", encoding="utf-8") as f:
+      json.dump(metadata, f, indent=2)
+  return final
+
+
+def read_metadata(saved_model_dir):
+  """The export's ``assets.extra/bert_tf_export.json`` as a dict."""
+  with open(os.path.join(saved_model_dir, "assets.extra", METADATA_FILE),
+            encoding="utf-8") as f:
+    return json.load(f)
+
+
+def _text_requests(signature_name, is_pair):
+  if is_pair:
+    return [(signature_name, {"text_a": list(WARMUP_SENTENCES),
+                              "text_b": list(WARMUP_REPLIES)})]
+  return [(signature_name, {"text": list(WARMUP_SENTENCES)})]
+
+
 def export_classifier(model, preprocessor, labels, export_dir, task_name="",
-                      is_pair=False, version=None):
-  """Writes ``export_dir/<version>/`` (a SavedModel) and returns its path.
+                      is_pair=False, version=None, is_regression=False):
+  """Writes ``export_dir/<version>/`` (a classifier SavedModel); returns its path.
 
   Args:
-    model, preprocessor, labels, is_pair: see :class:`ClassifierServingModule`.
+    model, preprocessor, labels, is_pair, is_regression: see
+      :class:`ClassifierServingModule`.
     export_dir: the model's base directory (TF Serving ``model_base_path``).
     task_name: recorded in the metadata file.
     version: integer version; default :func:`next_version`.
@@ -88,28 +322,82 @@ def export_classifier(model, preprocessor, labels, export_dir, task_name="",
 
   Raises:
     FileExistsError: that version already exists.
+    ValueError: a classification export without labels, or labels that do
+      not match the model's number of outputs.
   """
-  version = next_version(export_dir) if version is None else int(version)
-  final = os.path.join(export_dir, str(version))
-  module = ClassifierServingModule(model, preprocessor, labels, is_pair)
-  with io_utils.atomic_directory(final) as tmp:
-    tf.saved_model.save(module, tmp,
-                        signatures={"serving_default": module.signature()})
-    extra = os.path.join(tmp, "assets.extra")
-    os.makedirs(extra, exist_ok=True)
-    metadata = {
-        "task_name": task_name, "labels": [str(l) for l in labels],
-        "inputs": ["text_a", "text_b"] if is_pair else ["text"],
-        "max_seq_length": preprocessor.max_seq_length,
-        "do_lower_case": preprocessor.do_lower_case,
-        "requires": "import tensorflow_text (tensorflow-text %s ops)" %
-                    _tf_text_version(),
-    }
-    with open(os.path.join(extra, METADATA_FILE), "w", encoding="utf-8") as f:
-      json.dump(metadata, f, indent=2)
-  return final
+  if not is_regression:
+    if not labels:
+      raise ValueError("export_classifier: labels are required unless "
+                       "is_regression=True")
+    num = getattr(model, "num_labels", len(labels))
+    if num != len(labels):
+      raise ValueError("export_classifier: %d labels for a model with %d outputs"
+                       % (len(labels), num))
+  module = ClassifierServingModule(model, preprocessor, labels, is_pair,
+                                   is_regression)
+  metadata = {
+      "export": "classifier", "task": task_name, "task_name": task_name,
+      "labels": None if labels is None else [str(l) for l in labels],
+      "is_pair": bool(is_pair), "is_regression": bool(is_regression),
+      "inputs": ["text_a", "text_b"] if is_pair else ["text"],
+      "max_seq_length": preprocessor.max_seq_length,
+      "do_lower_case": preprocessor.do_lower_case,
+  }
+  return _write_export(module, {"serving_default": module.signature()},
+                       export_dir, version, metadata,
+                       _text_requests("serving_default", is_pair))
 
 
-def _tf_text_version():
-  import tensorflow_text  # pylint: disable=g-import-not-at-top
-  return tensorflow_text.__version__
+def export_preprocessor(preprocessor, export_dir, version=None):
+  """Writes the preprocessor alone as ``export_dir/<version>/``; returns the path.
+
+  See :class:`PreprocessorServingModule` for the signatures.
+
+  Raises:
+    FileExistsError: that version already exists.
+  """
+  module = PreprocessorServingModule(preprocessor)
+  signatures = {"serving_default": module.serve.get_concrete_function(),
+                "pair": module.serve_pair.get_concrete_function()}
+  metadata = {"export": "preprocessor", "task": None, "labels": None,
+              "is_pair": None, "max_seq_length": preprocessor.max_seq_length,
+              "do_lower_case": preprocessor.do_lower_case,
+              "vocab_size": preprocessor.vocab_size}
+  return _write_export(module, signatures, export_dir, version, metadata,
+                       _text_requests("serving_default", False) +
+                       _text_requests("pair", True))
+
+
+def export_encoder(encoder, export_dir, version=None, max_seq_length=128):
+  """Writes the encoder alone as ``export_dir/<version>/``; returns the path.
+
+  Args:
+    encoder: a built :class:`bert_tf.modeling.BertEncoder`.
+    export_dir, version: as :func:`export_classifier`.
+    max_seq_length: recorded in the metadata and the width of the warm-up
+      request (the signature itself takes any S <= max_position_embeddings).
+
+  Raises:
+    FileExistsError: that version already exists.
+    ValueError: ``max_seq_length`` above ``max_position_embeddings``.
+  """
+  config = encoder.config
+  if max_seq_length > config.max_position_embeddings:
+    raise ValueError("--max_seq_length %d exceeds max_position_embeddings %d" %
+                     (max_seq_length, config.max_position_embeddings))
+  module = EncoderServingModule(encoder)
+  # One row of id 0 (valid for any vocab), one position unmasked.
+  mask = np.zeros([1, max_seq_length], np.int32)
+  mask[0, 0] = 1
+  request = {"input_word_ids": np.zeros([1, max_seq_length], np.int32),
+             "input_mask": mask,
+             "input_type_ids": np.zeros([1, max_seq_length], np.int32)}
+  metadata = {"export": "encoder", "task": None, "labels": None,
+              "is_pair": None, "max_seq_length": int(max_seq_length),
+              "num_hidden_layers": config.num_hidden_layers,
+              "hidden_size": config.hidden_size,
+              "max_position_embeddings": config.max_position_embeddings}
+  return _write_export(module,
+                       {"serving_default": module.serve.get_concrete_function()},
+                       export_dir, version, metadata,
+                       [("serving_default", request)])

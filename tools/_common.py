@@ -22,8 +22,19 @@ def define_training_flags():
   flags.DEFINE_integer("seed", 12345, "Shuffle seed.")
 
 
+def _flag(name):
+  """A flag's value, or None when this tool does not define it."""
+  return FLAGS[name].value if name in FLAGS else None
+
+
 def strategy_from_flags():
-  """The ``tf.distribute`` strategy the flags ask for."""
+  """The ``tf.distribute`` strategy the flags ask for.
+
+  ``--tpu_zone``, ``--gcp_project`` and ``--master`` (when the tool defines
+  them, as ``run_pretraining.py`` does) go to the TPUClusterResolver.
+  """
   return distribute.get_strategy(
       "tpu" if FLAGS.use_tpu else FLAGS.distribution_strategy,
-      tpu_name=FLAGS.tpu_name, num_cpu_devices=FLAGS.num_cpu_devices)
+      tpu_name=FLAGS.tpu_name or _flag("master"),
+      num_cpu_devices=FLAGS.num_cpu_devices, tpu_zone=_flag("tpu_zone"),
+      gcp_project=_flag("gcp_project"))

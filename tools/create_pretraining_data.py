@@ -5,8 +5,22 @@ one sentence per line, a blank line between documents; records hold
 ``input_ids``, ``input_mask``, ``segment_ids``, ``masked_lm_positions``,
 ``masked_lm_ids``, ``masked_lm_weights``, ``next_sentence_labels``.
 
+Faithful mode (default, ``--num_workers=0``): the original's records, record
+for record, for the same files, vocab, flags and ``--random_seed``
+(including ``--do_whole_word_mask``), several times faster than the
+original. The whole corpus is held in memory, as in the original.
+
   python tools/create_pretraining_data.py --input_file=corpus.txt \
     --output_file=out.tfrecord --vocab_file=vocab.txt --do_lower_case=True
+
+Scalable mode (``--num_workers=N``, N >= 1): streams documents in windows
+with bounded memory, N processes, ``--num_shards`` output files
+``<output_file>-00000-of-0000S`` each with its own seeded stream. Same
+algorithm and statistics, different random draws and a windowed choice of
+random-next documents: see ``bert_tf/data/scalable_pretraining_data.py``.
+
+A progress bar (tqdm) goes to stderr when it is a terminal (``--noprogress``
+turns it off).
 """
 
 import sys
@@ -17,52 +31,118 @@ from absl import app
 from absl import flags
 
 from bert_tf import tokenization
+from bert_tf.data import fast_pretraining_data
 from bert_tf.data import pretraining_data
+from bert_tf.data import scalable_pretraining_data
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "Input raw text file (or comma-separated list of globs).")
-flags.DEFINE_string("output_file", None, "Output TFRecord file (or comma-separated list).")
+flags.DEFINE_string("output_file", None,
+                    "Output TFRecord file (or comma-separated list); in scalable mode the "
+                    "prefix of the shard files <output_file>-00000-of-0000N.")
 flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
 flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text.")
-flags.DEFINE_bool("do_whole_word_mask", False, "Whether to use whole word masking.")
+flags.DEFINE_bool("do_whole_word_mask", False,
+                  "Whether to use whole word masking rather than per-WordPiece masking "
+                  "(faithful mode only).")
 flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked LM predictions per sequence.")
 flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
 flags.DEFINE_integer("dupe_factor", 10, "Number of times to duplicate the input data (with different masks).")
 flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
 flags.DEFINE_float("short_seq_prob", 0.1, "Probability of creating sequences shorter than the maximum length.")
+flags.DEFINE_integer("num_workers", 0,
+                     "0: faithful mode (the original's records, one process). N >= 1: "
+                     "scalable mode with N worker processes and sharded outputs.")
+flags.DEFINE_integer("num_shards", None, "Scalable mode: number of output shards (default: num_workers).")
+flags.DEFINE_integer("window_tokens", 250000,
+                     "Scalable mode: tokens per window of documents (bounds memory; "
+                     "random-next segments come from the same window).")
+flags.DEFINE_bool("reference_impl", False,
+                  "Faithful mode with the slow line-by-line port of the original "
+                  "(for verification; same records).")
+flags.DEFINE_bool("progress", True, "Show a progress bar on stderr when it is a terminal.")
 flags.mark_flags_as_required(["input_file", "output_file", "vocab_file"])
+
+
+class _ProgressBar:
+  """A tqdm bar on stderr, made on the first update (off when ``--noprogress``
+  or when stderr is not a terminal)."""
+
+  def __init__(self, desc, unit):
+    self.desc, self.unit, self.bar = desc, unit, None
+    self.enabled = FLAGS.progress and sys.stderr.isatty()
+
+  def update(self, done, total):
+    if not self.enabled:
+      return
+    if self.bar is None:
+      try:
+        from tqdm import tqdm  # pylint: disable=g-import-not-at-top
+      except ImportError:
+        self.enabled = False
+        return
+      self.bar = tqdm(total=total, desc=self.desc, unit=self.unit, unit_scale=True,
+                      file=sys.stderr, leave=True)
+    self.bar.update(done - self.bar.n)
+
+  def close(self):
+    if self.bar is not None:
+      self.bar.close()
 
 
 def main(argv):
   del argv
   start = time.time()
-  last = [0.0]
-
-  def progress(done, total):
-    now = time.time()
-    if now - last[0] >= 2.0 or done == total:
-      last[0] = now
-      sys.stderr.write("\r  creating instances: %d/%d documents (%.0f%%)" %
-                       (done, total, 100.0 * done / total))
-      if done == total:
-        sys.stderr.write("\n")
-      sys.stderr.flush()
-
   try:
-    num_docs, num_instances, outputs = pretraining_data.create_pretraining_data(
-        FLAGS.input_file, FLAGS.output_file, FLAGS.vocab_file,
-        do_lower_case=FLAGS.do_lower_case,
-        do_whole_word_mask=FLAGS.do_whole_word_mask,
-        max_seq_length=FLAGS.max_seq_length,
-        max_predictions_per_seq=FLAGS.max_predictions_per_seq,
-        random_seed=FLAGS.random_seed, dupe_factor=FLAGS.dupe_factor,
-        masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob,
-        progress=progress)
+    if FLAGS.num_workers < 0:
+      raise pretraining_data.InputError("--num_workers must be >= 0")
+    if FLAGS.num_workers == 0:
+      if FLAGS.num_shards is not None:
+        raise pretraining_data.InputError("--num_shards needs --num_workers >= 1")
+      bar = _ProgressBar("creating instances", "doc")
+      timings = {}
+      num_docs, num_instances, outputs = pretraining_data.create_pretraining_data(
+          FLAGS.input_file, FLAGS.output_file, FLAGS.vocab_file,
+          do_lower_case=FLAGS.do_lower_case,
+          do_whole_word_mask=FLAGS.do_whole_word_mask,
+          max_seq_length=FLAGS.max_seq_length,
+          max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+          random_seed=FLAGS.random_seed, dupe_factor=FLAGS.dupe_factor,
+          masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob,
+          progress=bar.update,
+          impl="reference" if FLAGS.reference_impl else "fast", timings=timings)
+      bar.close()
+      print("wrote %d instances from %d documents to %s (%.1fs; read+tokenize %.1fs, "
+            "create %.1fs, write %.1fs; peak RSS %.0f MB)" %
+            (num_instances, num_docs, ",".join(outputs), time.time() - start,
+             timings["read_tokenize"], timings["create"], timings["write"],
+             fast_pretraining_data.peak_rss_mb()))
+    else:
+      if FLAGS.do_whole_word_mask:
+        raise pretraining_data.InputError(
+            "--do_whole_word_mask is only offered in faithful mode (--num_workers=0)")
+      if "," in FLAGS.output_file:
+        raise pretraining_data.InputError(
+            "--output_file must be one prefix in scalable mode, got %r" % FLAGS.output_file)
+      bar = _ProgressBar("reading input (all shards)", "B")
+      stats = scalable_pretraining_data.create_sharded(
+          pretraining_data.expand_input_files(FLAGS.input_file), FLAGS.output_file,
+          FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
+          num_workers=FLAGS.num_workers, num_shards=FLAGS.num_shards,
+          random_seed=FLAGS.random_seed, max_seq_length=FLAGS.max_seq_length,
+          dupe_factor=FLAGS.dupe_factor, short_seq_prob=FLAGS.short_seq_prob,
+          masked_lm_prob=FLAGS.masked_lm_prob,
+          max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+          window_tokens=FLAGS.window_tokens, progress=bar.update)
+      bar.close()
+      print("wrote %d instances to %d shards %s (%.1fs; peak RSS: main %.0f MB, "
+            "workers %s MB)" %
+            (stats["num_instances"], len(stats["files"]), ",".join(stats["files"]),
+             time.time() - start, stats["peak_rss_mb"],
+             "+".join("%.0f" % r for r in stats["worker_peak_rss_mb"])))
   except (pretraining_data.InputError, tokenization.VocabError) as e:
     sys.exit("create_pretraining_data: error: %s" % e)
-  print("wrote %d instances from %d documents to %s (%.1fs)" %
-        (num_instances, num_docs, ",".join(outputs), time.time() - start))
 
 
 if __name__ == "__main__":

@@ -1,15 +1,38 @@
-"""Fine-tuning task readers: TSV files -> (text_a, text_b, label) examples.
+"""Fine-tuning task readers: GLUE / XNLI / any TSV or CSV -> labeled examples.
 
-Source: google-research/bert ``run_classifier.py`` (``DataProcessor`` and its
-``_read_tsv``: tab-separated, no quoting). Tasks here:
+Source: google-research/bert ``run_classifier.py`` (``DataProcessor``,
+``_read_tsv``: tab-separated, no quoting; ``XnliProcessor``,
+``MnliProcessor``, ``MrpcProcessor``, ``ColaProcessor``) and, for the GLUE
+tasks the original has no processor for, the file layouts of the GLUE
+distribution (``download_glue_data.py``; the same columns as Hugging Face
+``transformers``' former ``glue`` processors). Task names are
+case-insensitive:
 
-* ``sst-2`` (alias ``sst2``): ``sentence<TAB>label`` with a header row
-  (GLUE SST-2 layout); labels ``0``/``1``;
-* ``pairs``: ``sentence1<TAB>sentence2<TAB>label`` with a header row;
-* ``cola``: GLUE CoLA (no header; source, label, mark, sentence);
-* ``mrpc``: GLUE MRPC (header; quality, id1, id2, string1, string2).
+=========  ==================================================  ===============
+task       train / dev rows (0-based columns)                  test rows
+=========  ==================================================  ===============
+cola       no header; ``source, label, mark, sentence`` (1, 3)  header; ``index, sentence``
+sst-2      header; ``sentence, label``                          header; ``index, sentence``
+mrpc       header; ``Quality, #1 ID, #2 ID, #1 String, #2 String``  same, ``index`` first
+sts-b      header; ``index .. sentence1(7) sentence2(8) score(9)``  header; 7, 8
+qqp        header; ``id qid1 qid2 question1 question2 is_duplicate``  ``id question1 question2``
+mnli       header; sentence1(8) sentence2(9) gold_label(last);  ``test_matched.tsv``,
+           ``dev_matched.tsv`` and ``dev_mismatched.tsv``       ``test_mismatched.tsv``
+qnli       header; ``index question sentence label``            ``index question sentence``
+rte, wnli  header; ``index sentence1 sentence2 label``          ``index sentence1 sentence2``
+xnli       ``multinli/multinli.train.<lang>.tsv`` (header;      ``xnli.test.tsv``
+           premise, hypo, label; ``contradictory`` ->
+           ``contradiction``); ``xnli.dev.tsv`` rows of one
+           language (column 0), label 1, texts 6 and 7
+pairs      header; ``sentence1, sentence2, label``              same
+tsv / csv  any file with a header row; columns named by ``--text_a_column``,
+           ``--text_b_column``, ``--label_column``; labels from ``--labels``
+           or the sorted set of train labels
+=========  ==================================================  ===============
 
-Files are ``train.tsv``, ``dev.tsv`` and ``test.tsv`` in ``--data_dir``.
+STS-B is a regression task (float labels). tensorflow-datasets GLUE
+(``glue/sst2``, ...) is read from an existing ``--tfds_data_dir`` without
+downloading (:func:`read_tfds_split`).
 """
 
 import csv
@@ -27,100 +50,457 @@ class TaskError(ValueError):
 
 
 @dataclasses.dataclass(frozen=True)
-class Task:
-  """How a task's TSV files are laid out.
+class Columns:
+  """Where the fields of one split's rows are.
+
+  Each field is a 0-based column index (negative counts from the end, as the
+  original MNLI ``line[-1]``), a header name (str; generic tasks), or None.
 
   Attributes:
-    name: task name (``--task_name``).
-    labels: label strings; index = label id.
-    text_a: column index of the first text.
-    text_b: column index of the second text, or None (single sentence).
-    label: column index of the label.
-    header: whether the files start with a header row.
-    test_text_a, test_text_b: columns in ``test.tsv`` (which has no label).
+    text_a: the first text.
+    text_b: the second text (pair tasks) or None.
+    label: the label (None: an unlabeled test split).
+    index: the row id written to the GLUE submission file (None: row number).
+    language: XNLI's language column (rows of other languages are skipped).
+  """
+  text_a: object
+  text_b: object = None
+  label: object = None
+  index: object = None
+  language: object = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Split:
+  """One data file of a task.
+
+  Attributes:
+    name: ``train``, ``dev``, ``dev_mismatched``, ``test``, ``test_mismatched``.
+    filename: path relative to ``--data_dir`` (``{lang}`` is replaced by the
+      task's language).
+    columns: :class:`Columns`.
+    header: the file starts with a header row (skipped, or used to resolve
+      column names).
+    submission: GLUE submission file stem for test splits (``MNLI-m``).
   """
   name: str
-  labels: tuple
-  text_a: int
-  text_b: object
-  label: int
+  filename: str
+  columns: Columns
   header: bool = True
-  test_text_a: int = 1
-  test_text_b: object = None
+  submission: str = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+  """A fine-tuning task: its labels, files and metrics.
+
+  Attributes:
+    name: canonical task name (``--task_name``).
+    labels: label strings (index = label id); () for regression; None means
+      "infer from the train file" (generic tasks, see :func:`resolve_labels`).
+    is_pair: two text inputs.
+    train: the training :class:`Split`.
+    dev: tuple of dev splits; the first one is the one the best model is
+      chosen on (MNLI: matched).
+    test: tuple of test splits.
+    is_regression: float labels, one output (STS-B).
+    label_aliases: tuple of ``(raw, label)`` pairs mapped on reading (XNLI's
+      ``contradictory``).
+    metrics: the metric family (:mod:`bert_tf.metrics`): ``accuracy``,
+      ``mcc``, ``acc_and_f1``, ``pearson_and_spearman``.
+    delimiter, quotechar: ``csv.reader`` arguments (the original: tab, none).
+    language: XNLI language.
+  """
+  name: str
+  labels: object
+  is_pair: bool
+  train: Split
+  dev: tuple
+  test: tuple
+  is_regression: bool = False
+  label_aliases: tuple = ()
+  metrics: str = "accuracy"
+  delimiter: str = "\t"
+  quotechar: object = None
+  language: str = None
 
   @property
-  def is_pair(self):
-    return self.text_b is not None
+  def num_outputs(self):
+    """Model outputs: 1 for regression, else the number of labels."""
+    return 1 if self.is_regression else len(self.labels)
 
+
+@dataclasses.dataclass
+class Examples:
+  """Parsed rows of one split.
+
+  Attributes:
+    texts_a: list of str; texts_b: list of str or None (single-sentence).
+    labels: list of int label ids, list of float (regression), or None.
+    ids: list of str row ids for submission files.
+    path: the file read (or ``tfds:NAME/SPLIT``).
+  """
+  texts_a: list
+  texts_b: object
+  labels: object
+  ids: list
+  path: str
+
+  def __len__(self):
+    return len(self.texts_a)
+
+
+def _glue(name, labels, train_cols, test_cols, header=True, test_header=True,
+          submission=None, metrics="accuracy", regression=False, pair=True):
+  train = Split("train", "train.tsv", train_cols, header)
+  return Task(name, labels, pair, train,
+              (Split("dev", "dev.tsv", train_cols, header),),
+              (Split("test", "test.tsv", test_cols, test_header, submission),),
+              is_regression=regression, metrics=metrics)
+
+
+_NLI = ("contradiction", "entailment", "neutral")
+_MNLI_TRAIN = Columns(8, 9, -1)
+_MNLI_TEST = Columns(8, 9, None, index=0)
+_XNLI_DEV = Columns(6, 7, 1, language=0)
 
 TASKS = {
-    "sst-2": Task("sst-2", ("0", "1"), 0, None, 1, True, 1, None),
-    "pairs": Task("pairs", ("0", "1"), 0, 1, 2, True, 1, 2),
-    "cola": Task("cola", ("0", "1"), 3, None, 1, False, 1, None),
-    "mrpc": Task("mrpc", ("0", "1"), 3, 4, 0, True, 3, 4),
+    "cola": _glue("cola", ("0", "1"), Columns(3, None, 1), Columns(1, index=0),
+                  header=False, submission="CoLA", metrics="mcc", pair=False),
+    "sst-2": _glue("sst-2", ("0", "1"), Columns(0, None, 1), Columns(1, index=0),
+                   submission="SST-2", pair=False),
+    "mrpc": _glue("mrpc", ("0", "1"), Columns(3, 4, 0), Columns(3, 4, index=0),
+                  submission="MRPC", metrics="acc_and_f1"),
+    "sts-b": _glue("sts-b", (), Columns(7, 8, 9), Columns(7, 8, index=0),
+                   submission="STS-B", metrics="pearson_and_spearman",
+                   regression=True),
+    "qqp": _glue("qqp", ("0", "1"), Columns(3, 4, 5), Columns(1, 2, index=0),
+                 submission="QQP", metrics="acc_and_f1"),
+    "mnli": Task(
+        "mnli", _NLI, True, Split("train", "train.tsv", _MNLI_TRAIN),
+        (Split("dev", "dev_matched.tsv", _MNLI_TRAIN),
+         Split("dev_mismatched", "dev_mismatched.tsv", _MNLI_TRAIN)),
+        (Split("test", "test_matched.tsv", _MNLI_TEST, True, "MNLI-m"),
+         Split("test_mismatched", "test_mismatched.tsv", _MNLI_TEST, True,
+               "MNLI-mm"))),
+    "qnli": _glue("qnli", ("entailment", "not_entailment"), Columns(1, 2, 3),
+                  Columns(1, 2, index=0), submission="QNLI"),
+    "rte": _glue("rte", ("entailment", "not_entailment"), Columns(1, 2, 3),
+                 Columns(1, 2, index=0), submission="RTE"),
+    "wnli": _glue("wnli", ("0", "1"), Columns(1, 2, 3), Columns(1, 2, index=0),
+                  submission="WNLI"),
+    "xnli": Task(
+        "xnli", _NLI, True,
+        Split("train", os.path.join("multinli", "multinli.train.{lang}.tsv"),
+              Columns(0, 1, 2)),
+        (Split("dev", "xnli.dev.tsv", _XNLI_DEV),),
+        (Split("test", "xnli.test.tsv", Columns(6, 7, None, language=0), True,
+               "XNLI"),),
+        label_aliases=(("contradictory", "contradiction"),), language="en"),
+    # Existing project tasks: dialog reply pairs (sentence1, sentence2, label).
+    "pairs": _glue("pairs", ("0", "1"), Columns(0, 1, 2), Columns(1, 2, index=0),
+                   submission="pairs"),
 }
-ALIASES = {"sst2": "sst-2"}
+ALIASES = {"sst2": "sst-2", "stsb": "sts-b", "sts": "sts-b", "mnli-m": "mnli",
+           "multinli": "mnli"}
+GENERIC = ("tsv", "csv")
+# tensorflow-datasets GLUE config -> task; tfds split names per task split.
+TFDS_CONFIGS = {"cola": "cola", "sst2": "sst-2", "mrpc": "mrpc", "stsb": "sts-b",
+                "qqp": "qqp", "mnli": "mnli", "qnli": "qnli", "rte": "rte",
+                "wnli": "wnli"}
+TFDS_SPLITS = {"train": "train", "dev": "validation", "test": "test",
+               "dev_mismatched": "validation_mismatched",
+               "test_mismatched": "test_mismatched"}
 
 
-def get_task(name):
+def task_names():
+  """All ``--task_name`` values (sorted)."""
+  return sorted(list(TASKS) + list(GENERIC))
+
+
+def get_task(name, xnli_language="en", text_a_column=None, text_b_column=None,
+             label_column=None, labels=None):
   """The :class:`Task` for ``--task_name`` (case-insensitive).
 
+  Args:
+    name: a GLUE/XNLI task name, ``pairs``, or ``tsv`` / ``csv`` (generic).
+    xnli_language: XNLI language code (``--xnli_language``).
+    text_a_column, text_b_column, label_column: generic tasks' header names
+      (or 0-based indices); text_b optional.
+    labels: generic tasks: label strings (``--labels``); None infers them
+      from train (sorted). Other tasks: ignored.
+
   Raises:
-    TaskError: unknown name, listing the known ones.
+    TaskError: unknown name (listing the known ones), or a generic task
+      without ``--text_a_column`` / ``--label_column``.
   """
   key = ALIASES.get(name.lower(), name.lower())
+  if key in GENERIC:
+    if not text_a_column or not label_column:
+      raise TaskError("--task_name=%s needs --text_a_column and --label_column "
+                      "(header names of the columns)" % key)
+    cols = Columns(_column(text_a_column), _column(text_b_column),
+                   _column(label_column))
+    test_cols = dataclasses.replace(cols, label=None)
+    ext = "." + key
+    labels = tuple(labels) if labels else None
+    if labels is not None and len(set(labels)) != len(labels):
+      raise TaskError("--labels: repeated label in %s" % ",".join(labels))
+    return Task(key, labels, text_b_column is not None and text_b_column != "",
+                Split("train", "train" + ext, cols),
+                (Split("dev", "dev" + ext, cols),),
+                (Split("test", "test" + ext, test_cols, True, key),),
+                delimiter="\t" if key == "tsv" else ",",
+                quotechar=None if key == "tsv" else '"')
   if key not in TASKS:
     raise TaskError("--task_name: unknown task %r; known tasks: %s" %
-                    (name, ", ".join(sorted(TASKS))))
-  return TASKS[key]
+                    (name, ", ".join(task_names())))
+  task = TASKS[key]
+  if key == "xnli":
+    task = dataclasses.replace(task, language=xnli_language)
+  return task
+
+
+def _column(c):
+  if c is None or c == "":
+    return None
+  return int(c) if isinstance(c, int) or str(c).lstrip("-").isdigit() else str(c)
+
+
+def split_path(task, data_dir, split):
+  """Path of ``split`` (a :class:`Split`) under ``data_dir``."""
+  return os.path.join(data_dir, split.filename.format(lang=task.language))
+
+
+def _resolve(col, header, path):
+  """A header name -> its index (ints pass through)."""
+  if col is None or isinstance(col, int):
+    return col
+  if header is None:
+    raise TaskError("%s: column %r named but the file has no header row" %
+                    (path, col))
+  if col not in header:
+    raise TaskError("%s line 1: no column %r in the header (columns: %s)" %
+                    (path, col, ", ".join(header)))
+  return header.index(col)
+
+
+def read_rows(task, path, split):
+  """Raw rows of a split file: yields ``(line_number, fields, header)``.
+
+  Raises:
+    TaskError: the file is missing (naming the path and ``--data_dir``).
+  """
+  if not os.path.exists(path):
+    raise TaskError("data file %r does not exist (check --data_dir)" % path)
+  with open(path, "r", encoding="utf-8", errors="replace", newline="") as f:
+    if task.quotechar is None:
+      reader = csv.reader(f, delimiter=task.delimiter, quoting=csv.QUOTE_NONE)
+    else:
+      reader = csv.reader(f, delimiter=task.delimiter, quotechar=task.quotechar)
+    header = None
+    for row in reader:
+      if split.header and header is None:
+        header = [h.strip() for h in row]
+        continue
+      yield reader.line_num, row, header
+
+
+def read_split(task, path, split, labels=None, with_labels=None):
+  """Reads one split file into :class:`Examples`.
+
+  Args:
+    task: a :class:`Task`.
+    path: the file (see :func:`split_path`).
+    split: the :class:`Split` describing its columns.
+    labels: label strings (default ``task.labels``); None for a generic task
+      reads the raw label strings (see :func:`resolve_labels`).
+    with_labels: read labels (default: when the split has a label column).
+
+  Returns:
+    :class:`Examples`; labels are int ids (classification), floats
+    (regression), raw strings (``labels`` None), or None.
+
+  Raises:
+    TaskError: a missing file, a missing column, a row with too few
+      columns, an unknown label or a non-numeric regression score, naming the
+      file and line; or an empty file.
+  """
+  labels = task.labels if labels is None else labels
+  cols = split.columns
+  if with_labels is None:
+    with_labels = cols.label is not None
+  if with_labels and cols.label is None:
+    raise TaskError("%s: split %s has no label column" % (path, split.name))
+  label_index = {l: i for i, l in enumerate(labels)} if labels else None
+  aliases = dict(task.label_aliases)
+  out = Examples([], [] if task.is_pair else None, [] if with_labels else None,
+                 [], path)
+  resolved = None
+  for lineno, row, header in read_rows(task, path, split):
+    if resolved is None:
+      resolved = [_resolve(c, header, path) for c in
+                  (cols.text_a, cols.text_b if task.is_pair else None,
+                   cols.label if with_labels else None, cols.index,
+                   cols.language)]
+      a, b, lab, idx, lang = resolved
+      if idx is None and header is not None and split.submission:
+        # Generic test files: an id column by its usual names, if any.
+        idx = next((header.index(n) for n in ("index", "idx", "id")
+                    if n in header), None)
+        resolved[3] = idx
+      positive = [c for c in resolved if c is not None and c >= 0]
+      needed = max(positive) + 1
+      if any(c is not None and c < 0 for c in resolved):
+        needed += 1  # a column from the end must lie beyond the texts
+    if not row or (len(row) == 1 and not row[0].strip()):
+      continue
+    if len(row) < needed:
+      raise TaskError("%s line %d: expected at least %d %s-separated columns "
+                      "for task %s, found %d" % (
+                          path, lineno, needed,
+                          "tab" if task.delimiter == "\t" else "comma",
+                          task.name, len(row)))
+    if lang is not None and row[lang].strip() != task.language:
+      continue
+    out.texts_a.append(row[a])
+    if task.is_pair:
+      out.texts_b.append(row[b])
+    out.ids.append(row[idx].strip() if idx is not None else str(len(out.ids)))
+    if with_labels:
+      raw = row[lab].strip()
+      if task.is_regression:
+        try:
+          out.labels.append(float(raw))
+        except ValueError:
+          raise TaskError("%s line %d: score %r is not a number" %
+                          (path, lineno, raw)) from None
+        continue
+      raw = aliases.get(raw, raw)
+      if label_index is None:
+        out.labels.append(raw)
+      elif raw not in label_index:
+        raise TaskError("%s line %d: label %r is not one of %s" %
+                        (path, lineno, raw, ", ".join(labels)))
+      else:
+        out.labels.append(label_index[raw])
+  if not out.texts_a:
+    extra = (" for language %r (--xnli_language)" % task.language
+             if cols.language is not None else "")
+    raise TaskError("data file %r holds no examples%s" % (path, extra))
+  return out
+
+
+def resolve_labels(task, train_examples=None):
+  """A task whose ``labels`` are known.
+
+  Generic tasks without ``--labels`` take the sorted set of the train
+  file's label strings, and ``train_examples`` (raw strings) become ids.
+
+  Returns:
+    ``(task, train_examples)``.
+
+  Raises:
+    TaskError: labels unknown and no train examples to infer them from.
+  """
+  if task.labels is not None:
+    return task, train_examples
+  if train_examples is None or train_examples.labels is None:
+    raise TaskError("task %s: give --labels=a,b,... (no train file to infer the "
+                    "labels from)" % task.name)
+  labels = tuple(sorted(set(train_examples.labels)))
+  index = {l: i for i, l in enumerate(labels)}
+  train_examples.labels = [index[l] for l in train_examples.labels]
+  return dataclasses.replace(task, labels=labels), train_examples
 
 
 def read_examples(task, path, with_labels=True):
-  """Reads one TSV split.
+  """Reads one TSV split with the task's train (or, unlabeled, test) columns.
+
+  Kept for callers of the first version; see :func:`read_split`.
 
   Returns:
     ``(texts_a, texts_b, label_ids)``: lists of str, str (or None) and int
     (label_ids is None without labels).
 
   Raises:
-    TaskError: file missing, or a row too short or with an unknown label,
-      naming the file and line.
+    TaskError: as :func:`read_split`.
   """
-  if not os.path.exists(path):
-    raise TaskError("data file %r does not exist (check --data_dir)" % path)
-  label_index = {l: i for i, l in enumerate(task.labels)}
-  col_a = task.text_a if with_labels else task.test_text_a
-  col_b = task.text_b if with_labels else task.test_text_b
-  needed = max(c for c in (col_a, col_b, task.label if with_labels else 0)
-               if c is not None) + 1
-  texts_a, texts_b, labels = [], [], []
-  with open(path, "r", encoding="utf-8", errors="replace", newline="") as f:
-    reader = csv.reader(f, delimiter="\t", quotechar=None)
-    for lineno, row in enumerate(reader, start=1):
-      if lineno == 1 and task.header:
+  split = task.train if with_labels else task.test[0]
+  ex = read_split(task, path, split, with_labels=with_labels)
+  return ex.texts_a, ex.texts_b, ex.labels
+
+
+def read_tfds_split(task, tfds_name, tfds_data_dir, split):
+  """Reads a prepared tensorflow-datasets GLUE split; never downloads.
+
+  Args:
+    task: the :class:`Task` (labels, pair or not).
+    tfds_name: ``glue/<config>`` (``glue/sst2``, ``glue/mnli``, ...).
+    tfds_data_dir: the tfds data directory that already holds it.
+    split: a :class:`Split` (its name picks the tfds split: ``dev`` ->
+      ``validation``, MNLI ``dev`` -> ``validation_matched``, ...).
+
+  Returns:
+    :class:`Examples` (labels None for test splits, whose tfds labels are -1).
+
+  Raises:
+    TaskError: tfds missing, the data not prepared in ``tfds_data_dir``
+      (naming it), or a label not in the task's labels.
+  """
+  try:
+    import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+  except ImportError as e:
+    raise TaskError("--tfds_name needs tensorflow-datasets (%s)" % e) from None
+  name = TFDS_SPLITS[split.name]
+  if task.name == "mnli" and split.name in ("dev", "test"):
+    name += "_matched"
+  try:
+    builder = tfds.builder(tfds_name, data_dir=tfds_data_dir, try_gcs=False)
+  except Exception as e:  # pylint: disable=broad-except
+    raise TaskError("--tfds_name=%s: %s" % (tfds_name, e)) from None
+  if not tf.io.gfile.exists(os.path.join(builder.data_dir, "dataset_info.json")):
+    raise TaskError("--tfds_name=%s is not prepared in --tfds_data_dir=%s (looked "
+                    "for %s; nothing is downloaded: run tfds build there first)" %
+                    (tfds_name, tfds_data_dir, builder.data_dir))
+  if name not in builder.info.splits:
+    raise TaskError("--tfds_name=%s in %s has no split %r (has %s)" % (
+        tfds_name, tfds_data_dir, name, ", ".join(sorted(builder.info.splits))))
+  features = builder.info.features
+  config = getattr(builder, "builder_config", None)
+  keys = list(getattr(config, "text_features", None) or
+              [k for k in features.keys() if k not in ("label", "idx")])
+  label_feature = features["label"] if "label" in features.keys() else None
+  names = getattr(label_feature, "names", None)
+  with_labels = split.columns.label is not None
+  path = "tfds:%s/%s" % (tfds_name, name)
+  out = Examples([], [] if task.is_pair else None, [] if with_labels else None,
+                 [], path)
+  label_index = {l: i for i, l in enumerate(task.labels or ())}
+  ds = builder.as_dataset(split=name, shuffle_files=False)
+  for n, ex in enumerate(tfds.as_numpy(ds)):
+    out.texts_a.append(ex[keys[0]].decode("utf-8", "replace"))
+    if task.is_pair:
+      out.texts_b.append(ex[keys[1]].decode("utf-8", "replace"))
+    out.ids.append(str(int(ex["idx"])) if "idx" in ex else str(n))
+    if with_labels:
+      y = ex["label"]
+      if task.is_regression:
+        out.labels.append(float(y))
         continue
-      if not row:
-        continue
-      if len(row) < needed:
-        raise TaskError("%s line %d: expected at least %d tab-separated columns "
-                        "for task %s, found %d" % (path, lineno, needed,
-                                                   task.name, len(row)))
-      texts_a.append(row[col_a])
-      texts_b.append(row[col_b] if col_b is not None else None)
-      if with_labels:
-        label = row[task.label].strip()
-        if label not in label_index:
-          raise TaskError("%s line %d: label %r is not one of %s" %
-                          (path, lineno, label, ", ".join(task.labels)))
-        labels.append(label_index[label])
-  if not texts_a:
-    raise TaskError("data file %r holds no examples" % path)
-  return texts_a, (texts_b if task.is_pair else None), (labels if with_labels else None)
+      raw = str(int(y)) if task.labels == ("0", "1") or names is None else names[int(y)]
+      if raw not in label_index:
+        raise TaskError("%s example %d: label %r is not one of %s" % (
+            path, n, raw, ", ".join(task.labels)))
+      out.labels.append(label_index[raw])
+  if not out.texts_a:
+    raise TaskError("%s holds no examples" % path)
+  return out
 
 
 def examples_dataset(preprocessor, texts_a, texts_b, label_ids, batch_size,
                      shuffle=False, seed=None, drop_remainder=False,
-                     bucket_boundaries=None):
+                     bucket_boundaries=None, label_dtype=tf.int32):
   """tf.data pipeline: raw strings -> preprocessed, batched features.
 
   The preprocessing is ``preprocessor`` (a :class:`BertPreprocessor`), the
@@ -129,24 +509,26 @@ def examples_dataset(preprocessor, texts_a, texts_b, label_ids, batch_size,
 
   Args:
     texts_a, texts_b: lists of str (texts_b None for single-sentence tasks).
-    label_ids: list of int, or None.
+    label_ids: list of int (or float for regression), or None.
     batch_size: examples per batch.
     shuffle: shuffle the whole set each epoch (seeded), and repeat forever.
     drop_remainder: only full batches.
     bucket_boundaries: optional increasing token lengths; batches then hold
       examples of similar length (less padding, faster training). Needs
       ``shuffle`` (the stream repeats) and labels.
+    label_dtype: ``tf.int32`` (class ids) or ``tf.float32`` (regression).
 
   Returns:
-    ``tf.data.Dataset`` of ``(features, label_ids)`` (or features alone when
-    ``label_ids`` is None); features are int32 [B, S'] dicts.
+    ``tf.data.Dataset`` of ``(features, labels)`` (or features alone when
+    ``label_ids`` is None); features are int32 [B, S'] dicts, labels
+    ``label_dtype`` [B].
   """
   from bert_tf import preprocessing  # pylint: disable=g-import-not-at-top
   cols = {"text_a": tf.constant(texts_a)}
   if texts_b is not None:
     cols["text_b"] = tf.constant(texts_b)
   if label_ids is not None:
-    cols["label_ids"] = tf.constant(label_ids, tf.int32)
+    cols["label_ids"] = tf.constant(label_ids, label_dtype)
   ds = tf.data.Dataset.from_tensor_slices(cols)
   if shuffle:
     ds = ds.shuffle(len(texts_a), seed=seed, reshuffle_each_iteration=True).repeat()
@@ -164,14 +546,17 @@ def examples_dataset(preprocessor, texts_a, texts_b, label_ids, batch_size,
       return feats, y
     return feats
 
+  # No Python control flow on tensors here: skipping AutoGraph's conversion
+  # of the tensorflow-text code makes tracing several times faster.
+  plain = tf.autograph.experimental.do_not_convert
   if bucket_boundaries:
     # Tokenize in large batches, then regroup single examples by length.
-    ds = ds.batch(1024).map(prep, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
+    ds = ds.batch(1024).map(plain(prep), num_parallel_calls=tf.data.AUTOTUNE).unbatch()
     ds = ds.bucket_by_sequence_length(
         lambda f: tf.reduce_sum(f["input_mask"]), list(bucket_boundaries),
         [batch_size] * (len(bucket_boundaries) + 1), drop_remainder=True)
-    ds = ds.map(split)
+    ds = ds.map(plain(split))
   else:
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)
-    ds = ds.map(lambda b: split(prep(b)), num_parallel_calls=tf.data.AUTOTUNE)
+    ds = ds.map(plain(lambda b: split(prep(b))), num_parallel_calls=tf.data.AUTOTUNE)
   return ds.prefetch(tf.data.AUTOTUNE)

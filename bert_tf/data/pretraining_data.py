@@ -25,17 +25,14 @@ import os
 import random
 
 import numpy as np
-import tensorflow as tf
 
 from bert_tf import io_utils
 from bert_tf import tokenization
+from bert_tf.data import fast_pretraining_data
+from bert_tf.data.fast_pretraining_data import InputError  # pylint: disable=unused-import
 
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
                  "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
-
-
-class InputError(ValueError):
-  """Bad input files or flags for pretraining-data creation."""
 
 
 @dataclasses.dataclass
@@ -48,8 +45,20 @@ class TrainingInstance:
   is_random_next: bool
 
 
-def expand_input_files(input_file):
-  """Comma-separated globs -> list of paths, in order (globs sorted).
+def expand_input_files(input_file, directory_order=False):
+  """Comma-separated globs -> list of paths, patterns in order.
+
+  Args:
+    input_file: comma-separated paths or globs.
+    directory_order: the matches of one glob come in directory (``readdir``)
+      order, as the original's ``tf.gfile.Glob`` gives them on a local file
+      system, instead of sorted. Faithful mode uses it: the file order
+      decides the document order and so every record. Name the files
+      explicitly, comma-separated, for an order that does not depend on the
+      file system.
+
+  Returns:
+    list of paths.
 
   Raises:
     InputError: a pattern matches nothing (names the pattern).
@@ -59,7 +68,9 @@ def expand_input_files(input_file):
     pattern = pattern.strip()
     if not pattern:
       continue
-    matches = sorted(glob.glob(pattern))
+    matches = glob.glob(pattern)
+    if not directory_order:
+      matches.sort()
     if not matches:
       raise InputError("--input_file: %r matches no file" % pattern)
     files.extend(matches)
@@ -268,10 +279,12 @@ def create_training_instances(all_documents, vocab_words, rng, max_seq_length=12
 
 
 def _int_feature(values):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
 
 
 def _float_feature(values):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   return tf.train.Feature(float_list=tf.train.FloatList(value=list(values)))
 
 
@@ -300,6 +313,7 @@ def instance_to_features(instance, vocab, max_seq_length, max_predictions_per_se
 
 def features_to_example(features):
   """A ``tf.train.Example`` with the original's feature types and order."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   feats = collections.OrderedDict()
   for name, values in features.items():
     if name == "masked_lm_weights":
@@ -319,6 +333,7 @@ def write_instances(instances, vocab, max_seq_length, max_predictions_per_seq,
   Returns:
     number of records written.
   """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   tmp_names = [io_utils.temp_name(p) for p in output_files]
   try:
     writers = [tf.io.TFRecordWriter(p) for p in tmp_names]
@@ -344,6 +359,7 @@ def write_instances(instances, vocab, max_seq_length, max_predictions_per_seq,
 
 def parse_example_to_numpy(serialized):
   """Parses one serialized record into ``{name: np.ndarray}`` (for comparisons)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   ex = tf.train.Example.FromString(serialized)
   out = {}
   for name, feat in ex.features.feature.items():
@@ -356,11 +372,19 @@ def create_pretraining_data(input_file, output_file, vocab_file, do_lower_case=T
                             do_whole_word_mask=False, max_seq_length=128,
                             max_predictions_per_seq=20, random_seed=12345,
                             dupe_factor=10, masked_lm_prob=0.15,
-                            short_seq_prob=0.1, progress=None):
+                            short_seq_prob=0.1, progress=None, impl="fast",
+                            timings=None):
   """The whole faithful pipeline: read, tokenize, create, write.
 
   Args mirror the original's flags; ``input_file`` and ``output_file`` are
   comma-separated (globs for input).
+  impl: ``"fast"`` (default: memoized tokenizer, id-based instances,
+    direct record encoding; :mod:`bert_tf.data.fast_pretraining_data`) or
+    ``"reference"`` (this module's line-by-line port of the original). Both
+    write the same records, record for record and feature for feature.
+  progress: optional callable ``(done_documents, total_documents)``.
+  timings: optional dict; receives seconds spent in ``read_tokenize``,
+    ``create`` and ``write``.
 
   Returns:
     ``(num_documents, num_instances, output_files)``.
@@ -368,25 +392,51 @@ def create_pretraining_data(input_file, output_file, vocab_file, do_lower_case=T
   Raises:
     InputError / tokenization.VocabError: bad files or flags, naming them.
   """
+  import time  # pylint: disable=g-import-not-at-top
+  if impl not in ("fast", "reference"):
+    raise InputError("impl must be 'fast' or 'reference', got %r" % (impl,))
   if max_predictions_per_seq < 1:
     raise InputError("--max_predictions_per_seq must be >= 1")
   if not 0.0 < masked_lm_prob < 1.0:
     raise InputError("--masked_lm_prob must be in (0, 1)")
+  if dupe_factor < 1:
+    raise InputError("--dupe_factor must be >= 1")
   tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case)
   tokenization.warn_if_case_mismatch(tokenizer.vocab, do_lower_case, vocab_file)
-  input_files = expand_input_files(input_file)
+  input_files = expand_input_files(input_file, directory_order=True)
   output_files = [p.strip() for p in output_file.split(",") if p.strip()]
   if not output_files:
     raise InputError("--output_file is empty")
   for p in output_files:
     d = os.path.dirname(os.path.abspath(p))
     os.makedirs(d, exist_ok=True)
-  documents = read_documents(input_files, tokenizer)
+  t = {}
+  t0 = time.perf_counter()
   rng = random.Random(random_seed)
-  instances = create_training_instances(
-      documents, list(tokenizer.vocab.keys()), rng, max_seq_length, dupe_factor,
-      short_seq_prob, masked_lm_prob, max_predictions_per_seq,
-      do_whole_word_mask, progress)
-  n = write_instances(instances, tokenizer.vocab, max_seq_length,
-                      max_predictions_per_seq, output_files)
-  return len(documents), n, output_files
+  if impl == "reference":
+    documents = read_documents(input_files, tokenizer)
+    t1 = time.perf_counter()
+    num_documents = len(documents)
+    instances = create_training_instances(
+        documents, list(tokenizer.vocab.keys()), rng, max_seq_length, dupe_factor,
+        short_seq_prob, masked_lm_prob, max_predictions_per_seq,
+        do_whole_word_mask, progress)
+    t2 = time.perf_counter()
+    n = write_instances(instances, tokenizer.vocab, max_seq_length,
+                        max_predictions_per_seq, output_files)
+  else:
+    documents = fast_pretraining_data.read_documents(
+        input_files, fast_pretraining_data.MemoTokenizer(tokenizer))
+    t1 = time.perf_counter()
+    num_documents = len(documents)
+    records = fast_pretraining_data.create_records(
+        documents, tokenizer.vocab, rng, max_seq_length, dupe_factor,
+        short_seq_prob, masked_lm_prob, max_predictions_per_seq,
+        do_whole_word_mask, progress)
+    t2 = time.perf_counter()
+    n = fast_pretraining_data.write_records(records, output_files)
+  t3 = time.perf_counter()
+  t.update(read_tokenize=t1 - t0, create=t2 - t1, write=t3 - t2)
+  if timings is not None:
+    timings.update(t)
+  return num_documents, n, output_files

@@ -143,28 +143,51 @@ class TransformerBlock(keras.layers.Layer):
         config.attention_probs_dropout_prob)
     self.hidden_dropout = keras.layers.Dropout(config.hidden_dropout_prob)
 
-  def _split_heads(self, x, batch, seq_len):
-    x = tf.reshape(x, [batch, seq_len, self.num_heads, self.head_size])
-    return tf.transpose(x, [0, 2, 1, 3])  # [B, A, S, D]
-
   def call(self, x, input_mask, training=False):
     batch, seq_len = tf.shape(x)[0], tf.shape(x)[1]
-    q = self._split_heads(self.query(x), batch, seq_len)
-    k = self._split_heads(self.key(x), batch, seq_len)
-    v = self._split_heads(self.value(x), batch, seq_len)
-    scores = tf.matmul(q, k, transpose_b=True)
-    scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(self.head_size))
-    scores += attention_bias_from_mask(input_mask)
+    h = self.num_heads * self.head_size
+    # Every projection runs on [B*S, H] rows: one 2-D MatMul + BiasAdd each
+    # (oneDNN's fastest path; see BUILD_NOTES "Performance notes").
+    rows = tf.reshape(x, [-1, x.shape[-1] or h])
+    # Query, key and value in ONE matmul: the three kernels (kept separate,
+    # the checkpoint layout) are concatenated at call time, [H, 3H].
+    qkv = _dense(rows, [self.query, self.key, self.value])
+    qkv = tf.reshape(qkv, [batch, seq_len, 3, self.num_heads, self.head_size])
+    qkv = tf.transpose(qkv, [2, 0, 3, 1, 4])  # [3, B, A, S, D]
+    # Scaling q ([B, A, S, D]) costs less than scaling the scores ([B, A, S, S]).
+    q = qkv[0] * tf.cast(1.0 / math.sqrt(self.head_size), qkv.dtype)
+    scores = tf.matmul(q, qkv[1], transpose_b=True)  # [B, A, S, S]
+    # The mask adder and the softmax in float32 (a no-op cast in float32).
+    scores = tf.cast(scores, tf.float32) + attention_bias_from_mask(input_mask)
     probs = tf.cast(tf.nn.softmax(scores, axis=-1), x.dtype)
     probs = self.attention_dropout(probs, training=training)
-    context = tf.matmul(probs, v)  # [B, A, S, D]
-    context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]),
-                         [batch, seq_len, self.num_heads * self.head_size])
-    attn = self.hidden_dropout(self.attention_output(context), training=training)
-    attn = tf.cast(self.attention_layer_norm(attn + x), x.dtype)
-    out = self.output_dense(self.intermediate(attn))
-    out = self.hidden_dropout(out, training=training)
-    return tf.cast(self.output_layer_norm(out + attn), x.dtype)
+    context = tf.matmul(probs, qkv[2])  # [B, A, S, D]
+    context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, h])
+    attn = self.hidden_dropout(_dense(context, [self.attention_output]),
+                               training=training)
+    attn = tf.cast(self.attention_layer_norm(attn + rows), x.dtype)
+    inner = self.intermediate.activation(_dense(attn, [self.intermediate]))
+    out = self.hidden_dropout(_dense(inner, [self.output_dense]), training=training)
+    out = tf.cast(self.output_layer_norm(out + attn), x.dtype)
+    return tf.reshape(out, [batch, seq_len, h])
+
+
+def _dense(rows, layers):
+  """``rows @ concat(kernels) + concat(biases)`` of Keras ``Dense`` layers.
+
+  Args:
+    rows: float [N, in] (compute dtype).
+    layers: built ``keras.layers.Dense`` with the same input width; their
+      kernels are concatenated along the output axis (one matmul for many).
+
+  Returns:
+    float [N, sum of units] in ``rows.dtype`` (activation not applied).
+  """
+  kernels = [tf.cast(l.kernel, rows.dtype) for l in layers]
+  biases = [tf.cast(l.bias, rows.dtype) for l in layers]
+  kernel = kernels[0] if len(layers) == 1 else tf.concat(kernels, axis=1)
+  bias = biases[0] if len(layers) == 1 else tf.concat(biases, axis=0)
+  return tf.nn.bias_add(tf.matmul(rows, kernel), bias)
 
 
 def attention_bias_from_mask(input_mask):

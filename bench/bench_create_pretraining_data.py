@@ -1,0 +1,173 @@
+"""Pretraining-data creation speed and memory: the original vs ours, side by side.
+
+Issue 3 item 3. Runs, one after the other on the same corpus and flags
+(default: Jane Austen's six novels, 4 MB, ``dupe_factor=10``, seq 128):
+
+* ``original``: google-research/bert ``create_pretraining_data.py`` (PyPI
+  bert-tensorflow 1.0.4), ``python -m bert.create_pretraining_data``;
+* ``faithful``: ``tools/create_pretraining_data.py`` (default mode: the
+  original's records, record for record);
+* ``scalable w=1`` / ``w=2``: ``--num_workers=1`` / ``2`` (sharded,
+  streaming, bounded memory);
+
+each as its own process under ``/usr/bin/time``, and prints a table:
+instances, wall seconds, CPU seconds (user + system, all processes),
+instances/s by wall clock and by CPU time, the speedups over the original,
+and peak RSS (MB; for the scalable mode the sum over the main process and its
+workers, as the tool reports them). Then the scalable mode (and faithful
+mode, for contrast) again on the corpus concatenated twice, to show whether
+peak RSS grows with the corpus.
+
+The machine may be shared: wall-clock figures then include waiting for a
+core; CPU-time figures do not. With ``--verify`` the faithful output is
+compared with the original's, parsed, record by record.
+
+Run by hand (not a test)::
+
+  .venv/bin/python bench/bench_create_pretraining_data.py
+  .venv/bin/python bench/bench_create_pretraining_data.py --max_lines=5000 --skip_2x
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_CORPUS = os.path.join(os.path.dirname(ROOT), "shared", "data", "corpus", "austen.txt")
+DEFAULT_VOCAB = os.path.join(ROOT, "data", "vocab", "uncased_vocab.txt")
+
+
+def _timed(cmd, workdir, name):
+  """Runs ``cmd`` under /usr/bin/time; returns (stdout+stderr, wall, cpu, maxrss_mb)."""
+  tfile = os.path.join(workdir, name + ".time")
+  env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+  proc = subprocess.run(["/usr/bin/time", "-f", "%e %U %S %M", "-o", tfile] + cmd,
+                        cwd=workdir, env=env, capture_output=True, text=True)
+  if proc.returncode != 0:
+    raise RuntimeError("%s failed:\n%s" % (" ".join(cmd), proc.stderr[-3000:]))
+  with open(tfile) as f:
+    wall, user, system, rss_kb = f.read().split()[-4:]
+  return (proc.stdout + proc.stderr, float(wall), float(user) + float(system),
+          int(rss_kb) / 1024.0)
+
+
+def run_original(corpus, out, args, workdir):
+  text, wall, cpu, rss = _timed(
+      [sys.executable, "-m", "bert.create_pretraining_data", "--input_file=" + corpus,
+       "--output_file=" + out, "--vocab_file=" + args.vocab,
+       "--dupe_factor=%d" % args.dupe_factor, "--random_seed=12345"], workdir, "original")
+  n = int(re.search(r"Wrote (\d+) total instances", text).group(1))
+  return dict(instances=n, wall=wall, cpu=cpu, rss=rss, rss_detail="%.0f" % rss)
+
+
+def run_ours(corpus, out, args, workdir, workers, name):
+  cmd = [sys.executable, os.path.join(ROOT, "tools", "create_pretraining_data.py"),
+         "--input_file=" + corpus, "--output_file=" + out, "--vocab_file=" + args.vocab,
+         "--dupe_factor=%d" % args.dupe_factor, "--random_seed=12345", "--noprogress"]
+  if workers:
+    cmd.append("--num_workers=%d" % workers)
+  text, wall, cpu, rss = _timed(cmd, workdir, name)
+  n = int(re.search(r"wrote (\d+) instances", text).group(1))
+  if workers:
+    m = re.search(r"peak RSS: main (\d+) MB, workers ([\d+]+) MB", text)
+    parts = [int(m.group(1))] + [int(x) for x in m.group(2).split("+")]
+    rss_sum = float(sum(parts))
+    detail = "%d (main %d + workers %s)" % (rss_sum, parts[0], "+".join(map(str, parts[1:])))
+  else:
+    rss_sum, detail = rss, "%.0f" % rss
+  return dict(instances=n, wall=wall, cpu=cpu, rss=rss_sum, rss_detail=detail)
+
+
+def verify(a, b):
+  """Number of records of TFRecord ``a`` and ``b`` and how many differ (parsed)."""
+  sys.path.insert(0, ROOT)
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+  def feats(path):
+    for r in tf.data.TFRecordDataset(path).as_numpy_iterator():
+      ex = tf.train.Example.FromString(r)
+      yield {k: tuple(getattr(v, v.WhichOneof("kind")).value)
+             for k, v in ex.features.feature.items()}
+  fa, fb = list(feats(a)), list(feats(b))
+  return len(fa), len(fb), sum(x != y for x, y in zip(fa, fb))
+
+
+def main():
+  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  p.add_argument("--corpus", default=DEFAULT_CORPUS)
+  p.add_argument("--vocab", default=DEFAULT_VOCAB)
+  p.add_argument("--max_lines", type=int, default=0, help="use the first N lines (0: all)")
+  p.add_argument("--dupe_factor", type=int, default=10)
+  p.add_argument("--skip_original", action="store_true")
+  p.add_argument("--skip_2x", action="store_true")
+  p.add_argument("--verify", action="store_true",
+                 help="compare faithful records with the original's (parsed)")
+  args = p.parse_args()
+  workdir = tempfile.mkdtemp(prefix="bench_cpd_")
+  corpus = args.corpus
+  with open(corpus, "rb") as f:
+    data = f.read()
+  if args.max_lines:
+    data = b"\n".join(data.split(b"\n")[:args.max_lines]) + b"\n"
+    corpus = os.path.join(workdir, "corpus.txt")
+    with open(corpus, "wb") as f:
+      f.write(data)
+  double = os.path.join(workdir, "corpus_2x.txt")
+  with open(double, "wb") as f:
+    f.write(data.rstrip(b"\n") + b"\n\n" + data)
+  print("corpus %s: %.1f MB, %d lines; dupe_factor %d, seq 128, 20 predictions; "
+        "%d CPU cores, load average %.1f at start" %
+        (args.corpus, len(data) / 1e6, data.count(b"\n"), args.dupe_factor,
+         os.cpu_count(), os.getloadavg()[0]), flush=True)
+
+  rows = []
+  if not args.skip_original:
+    rows.append(("original (bert-tensorflow 1.0.4)",
+                 run_original(corpus, os.path.join(workdir, "orig.tfrecord"), args, workdir)))
+    print("  original done", flush=True)
+  rows.append(("faithful (default)", run_ours(corpus, os.path.join(workdir, "ours.tfrecord"),
+                                              args, workdir, 0, "faithful")))
+  for w in (1, 2):
+    rows.append(("scalable --num_workers=%d" % w,
+                 run_ours(corpus, os.path.join(workdir, "sc%d" % w), args, workdir, w,
+                          "scalable%d" % w)))
+  base = rows[0][1] if not args.skip_original else None
+  print()
+  print("| mode | instances | wall s | CPU s | inst/s (wall) | inst/s (CPU) | "
+        "speedup wall | speedup CPU | peak RSS MB |")
+  print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+  for name, r in rows:
+    ips_w, ips_c = r["instances"] / r["wall"], r["instances"] / r["cpu"]
+    if base:
+      sw = "%.1fx" % (ips_w / (base["instances"] / base["wall"]))
+      sc = "%.1fx" % (ips_c / (base["instances"] / base["cpu"]))
+    else:
+      sw = sc = "-"
+    print("| %s | %d | %.1f | %.1f | %.0f | %.0f | %s | %s | %s |" %
+          (name, r["instances"], r["wall"], r["cpu"], ips_w, ips_c, sw, sc, r["rss_detail"]))
+  if args.verify and not args.skip_original:
+    n1, n2, diff = verify(os.path.join(workdir, "orig.tfrecord"),
+                          os.path.join(workdir, "ours.tfrecord"))
+    print("\nfaithful vs original: %d vs %d records, %d differ (parsed, feature by "
+          "feature)" % (n1, n2, diff))
+  if not args.skip_2x:
+    print("\nPeak RSS against corpus size (%.1f MB vs %.1f MB):" %
+          (len(data) / 1e6, os.path.getsize(double) / 1e6))
+    print("| mode | instances 1x | instances 2x | peak RSS MB 1x | peak RSS MB 2x |")
+    print("|---|---:|---:|---|---|")
+    for w, name in ((1, "scalable --num_workers=1"), (2, "scalable --num_workers=2"),
+                    (0, "faithful (default)")):
+      one = [r for n, r in rows if n == name][0]
+      two = run_ours(double, os.path.join(workdir, "x2_%d" % w), args, workdir, w,
+                     "x2_%d" % w)
+      print("| %s | %d | %d | %s | %s |" % (name, one["instances"], two["instances"],
+                                             one["rss_detail"], two["rss_detail"]),
+            flush=True)
+  print("\n(work files in %s)" % workdir)
+
+
+if __name__ == "__main__":
+  main()

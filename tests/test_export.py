@@ -1,0 +1,497 @@
+"""Exports are servable: fresh Python process, C loader, saved_model_cli, bad input.
+
+One small fine-tuned run (tiny BERT, random init, 2 steps on a real
+movie-review slice, through ``tools/run_classifier.py``) is exported four
+ways: ``tools/export_saved_model.py --what=classifier`` (single sentence),
+and in-process the pair classifier, the preprocessor and the encoder. The
+reference outputs are computed in this process from the checkpoint and the
+project's ``BertPreprocessor``, not through the SavedModel.
+"""
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import hypothesis
+from hypothesis import strategies as st
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_text
+
+from bert_tf import classifier
+from bert_tf import config as config_lib
+from bert_tf import preprocessing
+from conftest import MOVIE_DIR, ROOT, TINY_CONFIG, VOCAB, copy_slice, run_tool
+from export import fine_tuned
+from export import saved_model
+from export import serving_ops
+from export import warmup
+
+SEQ = 32
+LABELS = ["0", "1"]
+
+
+def _dev_sentences(n):
+  with open(os.path.join(MOVIE_DIR, "dev.tsv"), encoding="utf-8") as f:
+    return [l.split("\t")[0] for l in f.read().splitlines()[1:n + 1]]
+
+
+# Real sentences plus the awkward ones: empty, whitespace-only, invalid
+# UTF-8, NUL/U+FFFD/control characters, CJK + accents, longer than SEQ.
+TEXTS = [s.encode() for s in _dev_sentences(5)] + [
+    b"", b" \t\n ", b"\xff\xfe good \xc3 movie \x80", "caf\u00e9 \u535a\u63a8 \x00\ufffd na\u00efve".encode(),
+    ("It's not a masterpiece, but it is never boring. " * 20).encode()]
+TEXTS_B = [b"yes.", b"", b"\xc3\x28", b"a reply " * 50] + [b"ok"] * (len(TEXTS) - 4)
+
+FRESH_PROCESS = r"""
+import base64, json, sys
+import tensorflow as tf
+import tensorflow_text  # registers the tokenizer ops
+assert not any(m.split('.')[0] in ('bert_tf', 'export', 'tensorflow_serving')
+               for m in sys.modules), 'project code imported'
+jobs = json.load(open(sys.argv[1]))
+results = []
+for job in jobs:
+  fn = tf.saved_model.load(job['path']).signatures[job['signature']]
+  args = {}
+  for k, v in job['inputs'].items():
+    if v['dtype'] == 'string':
+      args[k] = tf.constant([base64.b64decode(s) for s in v['values']], tf.string)
+    else:
+      args[k] = tf.constant(v['values'], tf.int32)
+  out = fn(**args)
+  res = {}
+  for k, t in out.items():
+    a = t.numpy()
+    if t.dtype == tf.string:
+      res[k] = {'shape': list(a.shape), 'values': [base64.b64encode(x).decode() for x in a.ravel()]}
+    else:
+      res[k] = {'shape': list(a.shape), 'values': a.ravel().tolist()}
+  results.append(res)
+json.dump(results, open(sys.argv[2], 'w'))
+"""
+
+
+def _string_input(values):
+  return {"dtype": "string", "values": [base64.b64encode(v).decode() for v in values]}
+
+
+def _decode(res):
+  out = {}
+  for k, v in res.items():
+    if v["values"] and isinstance(v["values"][0], str):
+      out[k] = np.array([base64.b64decode(x) for x in v["values"]],
+                        dtype=object).reshape(v["shape"])
+    else:
+      out[k] = np.array(v["values"]).reshape(v["shape"])
+  return out
+
+
+def signature_tensors(path, signature="serving_default"):
+  """``({input_key: tensor_name}, {output_key: tensor_name})`` from saved_model.pb."""
+  from tensorflow.core.protobuf import saved_model_pb2  # pylint: disable=g-import-not-at-top
+  sm = saved_model_pb2.SavedModel()
+  with open(os.path.join(path, "saved_model.pb"), "rb") as f:
+    sm.ParseFromString(f.read())
+  sig = sm.meta_graphs[0].signature_def[signature]
+  return ({k: v.name for k, v in sig.inputs.items()},
+          {k: v.name for k, v in sig.outputs.items()})
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+  """A fine-tuned run dir, its four exports, and in-process references."""
+  tmp = tmp_path_factory.mktemp("export")
+  data = str(tmp / "sst")
+  copy_slice(MOVIE_DIR + "/train.tsv", data + "/train.tsv", every=300)
+  ft = str(tmp / "ft")
+  run_tool(["tools/run_classifier.py", "--task_name=sst-2", "--do_train",
+            "--data_dir=" + data, "--vocab_file=" + VOCAB,
+            "--bert_config_file=" + TINY_CONFIG, "--max_seq_length=%d" % SEQ,
+            "--train_batch_size=16", "--num_train_epochs=1",
+            "--learning_rate=1e-3", "--output_dir=" + ft])
+  p = run_tool(["tools/export_saved_model.py", "--output_dir=" + ft,
+                "--export_dir=" + str(tmp / "single"), "--what=classifier"])
+  assert "TF Serving >= 2.20" in p.stdout, p.stdout
+  # Reference model: read straight from the checkpoint (not export.fine_tuned).
+  cfg = config_lib.BertConfig.from_json_file(os.path.join(ft, "bert_config.json"))
+  model = classifier.build_classifier(cfg, len(LABELS))
+  ckpt = (tf.train.latest_checkpoint(os.path.join(ft, "best")) or  # best dev model
+          tf.train.latest_checkpoint(ft))
+  tf.train.Checkpoint(model=model).read(ckpt).expect_partial().assert_existing_objects_matched()
+  pre = preprocessing.BertPreprocessor(VOCAB, True, SEQ)
+  restored = fine_tuned.load_fine_tuned(ft)
+  assert (restored.labels, restored.is_pair, restored.is_regression) == (LABELS, False, False)
+  paths = {
+      "single": os.path.join(str(tmp / "single"), "1"),
+      "pair": saved_model.export_classifier(restored.model, restored.preprocessor,
+                                            LABELS, str(tmp / "pair"), "pairs", True),
+      "preprocessor": saved_model.export_preprocessor(restored.preprocessor,
+                                                      str(tmp / "pre")),
+      "encoder": saved_model.export_encoder(restored.model.encoder, str(tmp / "enc"),
+                                            max_seq_length=SEQ),
+  }
+  return {"ft": ft, "tmp": tmp, "paths": paths, "model": model, "pre": pre}
+
+
+def reference(run, texts_a, texts_b=None):
+  """In-process probabilities/logits/label_ids/labels (the serving recipe)."""
+  feats = preprocessing.trim_to_longest(run["pre"](
+      tf.constant(texts_a, tf.string),
+      None if texts_b is None else tf.constant(texts_b, tf.string)))
+  logits = run["model"](feats, training=False).numpy()
+  probs = tf.nn.softmax(logits).numpy()
+  ids = probs.argmax(-1)
+  return {"probabilities": probs, "logits": logits, "label_ids": ids,
+          "labels": np.array([LABELS[i].encode() for i in ids], dtype=object)}
+
+
+@pytest.fixture(scope="module")
+def fresh(run):
+  """Outputs of every export in a fresh process importing only TF + tf-text."""
+  feats = run["pre"](tf.constant(TEXTS, tf.string))
+  enc_in = {"input_word_ids": feats["input_ids"].numpy().tolist(),
+            "input_mask": feats["input_mask"].numpy().tolist(),
+            "input_type_ids": feats["segment_ids"].numpy().tolist()}
+  jobs = [
+      {"path": run["paths"]["single"], "signature": "serving_default",
+       "inputs": {"text": _string_input(TEXTS)}},
+      {"path": run["paths"]["pair"], "signature": "serving_default",
+       "inputs": {"text_a": _string_input(TEXTS), "text_b": _string_input(TEXTS_B)}},
+      {"path": run["paths"]["preprocessor"], "signature": "serving_default",
+       "inputs": {"text": _string_input(TEXTS)}},
+      {"path": run["paths"]["preprocessor"], "signature": "pair",
+       "inputs": {"text_a": _string_input(TEXTS), "text_b": _string_input(TEXTS_B)}},
+      {"path": run["paths"]["encoder"], "signature": "serving_default",
+       "inputs": {k: {"dtype": "int32", "values": v} for k, v in enc_in.items()}},
+  ]
+  spec, out = str(run["tmp"] / "jobs.json"), str(run["tmp"] / "fresh.json")
+  with open(spec, "w") as f:
+    json.dump(jobs, f)
+  run_tool(["-c", FRESH_PROCESS, spec, out])
+  with open(out) as f:
+    return [_decode(r) for r in json.load(f)]
+
+
+@pytest.mark.slow
+def test_fresh_process_matches_in_process(run, fresh):
+  single, pair, pre_single, pre_pair, enc = fresh
+  for got, want in ((single, reference(run, TEXTS)),
+                    (pair, reference(run, TEXTS, TEXTS_B))):
+    assert set(got) == {"probabilities", "logits", "label_ids", "labels"}
+    assert got["probabilities"].shape == (len(TEXTS), 2)
+    np.testing.assert_allclose(got["probabilities"], want["probabilities"], atol=1e-6)
+    np.testing.assert_allclose(got["logits"], want["logits"], atol=1e-6)
+    np.testing.assert_array_equal(got["label_ids"], want["label_ids"])
+    np.testing.assert_array_equal(got["labels"], want["labels"])
+  # The pair really uses text_b: different answers from the single model.
+  assert np.abs(pair["logits"] - single["logits"]).max() > 1e-4
+  for got, b in ((pre_single, None), (pre_pair, TEXTS_B)):
+    want = run["pre"](tf.constant(TEXTS), None if b is None else tf.constant(b))
+    assert got["input_word_ids"].shape == (len(TEXTS), SEQ)
+    for hub, ours in (("input_word_ids", "input_ids"), ("input_mask", "input_mask"),
+                      ("input_type_ids", "segment_ids")):
+      np.testing.assert_array_equal(got[hub], want[ours].numpy())
+      np.testing.assert_array_equal(got[ours], want[ours].numpy())
+  assert pre_pair["input_type_ids"].max() == 1 and pre_single["input_type_ids"].max() == 0
+  feats = run["pre"](tf.constant(TEXTS))
+  want = run["model"].encoder(feats, training=False)
+  np.testing.assert_allclose(enc["sequence_output"], want["sequence_output"], atol=1e-6)
+  np.testing.assert_allclose(enc["pooled_output"], want["pooled_output"], atol=1e-6)
+  layers = sorted(k for k in enc if k.startswith("encoder_outputs_"))
+  assert len(layers) == len(want["encoder_outputs"]) == 2
+  for i, w in enumerate(want["encoder_outputs"]):
+    np.testing.assert_allclose(enc["encoder_outputs_%d" % i], w, atol=1e-6)
+
+
+def _compile_c_loader(out_dir):
+  """Builds tests/c_loader/serve.c; skips when gcc or the TF C library is missing."""
+  gcc = shutil.which("gcc")
+  if gcc is None:
+    pytest.skip("gcc not found")
+  tf_dir = os.path.dirname(tf.__file__)
+  libs = [os.path.join(tf_dir, n) for n in ("libtensorflow_cc.so.2",
+                                            "libtensorflow_framework.so.2")]
+  header = os.path.join(tf_dir, "include", "tensorflow", "c", "c_api.h")
+  for f in libs + [header]:
+    if not os.path.exists(f):
+      pytest.skip("TensorFlow wheel has no %s" % f)
+  exe = os.path.join(out_dir, "serve")
+  cmd = [gcc, "-O1", "-o", exe, os.path.join(ROOT, "tests", "c_loader", "serve.c"),
+         "-I" + os.path.join(tf_dir, "include"), "-L" + tf_dir,
+         "-l:libtensorflow_cc.so.2", "-l:libtensorflow_framework.so.2",
+         "-Wl,-rpath," + os.path.realpath(tf_dir)]
+  if shutil.which("ld.gold"):
+    cmd.insert(1, "-fuse-ld=gold")  # links the 1 GB library in ~5 s, not ~45 s
+  subprocess.run(cmd, check=True, capture_output=True, timeout=600)
+  return exe
+
+
+def _c_serve(exe, path, inputs, libraries, work):
+  """Runs the C loader on ``path``'s serving_default; returns {output: array}."""
+  in_names, out_names = signature_tensors(path)
+  lines = ["model " + path] + ["lib " + l for l in libraries]
+  for key, values in inputs.items():
+    fname = os.path.join(work, "in_%s.bin" % key)
+    with open(fname, "wb") as f:
+      for v in values:
+        f.write(b"%d\n" % len(v) + v)
+    op, idx = in_names[key].split(":")
+    lines.append("input %s %s %s" % (op, idx, fname))
+  for key, name in sorted(out_names.items()):
+    op, idx = name.split(":")
+    lines.append("output %s %s %s" % (key, op, idx))
+  spec = os.path.join(work, "spec.txt")
+  with open(spec, "w") as f:
+    f.write("\n".join(lines) + "\n")
+  p = subprocess.run([exe, spec], capture_output=True, timeout=600, env={})
+  if p.returncode:
+    raise AssertionError("serve failed (%d): %s" % (p.returncode, p.stderr.decode()[-3000:]))
+  out = {}
+  for line in p.stdout.decode().splitlines():
+    head, _, values = line.partition(" : ")
+    label, dtype, rank, *dims = head.split()
+    assert int(rank) == len(dims)
+    vals = values.split()
+    if int(dtype) == 7:  # TF_STRING, hex
+      arr = np.array([b"" if v == "-" else bytes.fromhex(v) for v in vals], dtype=object)
+    else:
+      arr = np.array([float(v) for v in vals])
+    out[label] = arr.reshape([int(d) for d in dims])
+  return out
+
+
+@pytest.mark.slow
+def test_c_loader_no_python_matches(run, fresh, tmp_path):
+  """TF_LoadLibrary + TF_LoadSessionFromSavedModel + raw TF_STRING inputs, no Python."""
+  exe = _compile_c_loader(str(tmp_path))
+  ops_dir = os.path.join(os.path.dirname(tensorflow_text.__file__), "python", "ops")
+  for name, inputs, want in (
+      ("single", {"text": TEXTS}, fresh[0]),
+      ("pair", {"text_a": TEXTS, "text_b": TEXTS_B}, fresh[1])):
+    path = run["paths"][name]
+    libs = [os.path.join(ops_dir, l)
+            for l in saved_model.read_metadata(path)["op_libraries"]]
+    got = _c_serve(exe, path, inputs, libs, str(tmp_path))
+    np.testing.assert_allclose(got["probabilities"], want["probabilities"], atol=1e-6)
+    np.testing.assert_allclose(got["logits"], want["logits"], atol=1e-6)
+    np.testing.assert_array_equal(got["label_ids"], want["label_ids"])
+    np.testing.assert_array_equal(got["labels"], want["labels"])
+  # Without the trimmer's library the graph cannot run: the list is needed.
+  path = run["paths"]["single"]
+  libs = [os.path.join(ops_dir, l) for l in saved_model.read_metadata(path)["op_libraries"]
+          if l != "_trimmer_ops.so"]
+  with pytest.raises(AssertionError, match="RoundRobinTrim"):
+    _c_serve(exe, path, {"text": TEXTS[:2]}, libs, str(tmp_path))
+
+
+@pytest.mark.slow
+def test_saved_model_cli_lists_signatures(run):
+  """``saved_model_cli show --all`` (the wheel's CLI) on each export."""
+  cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+  expect = {
+      "single": ["signature_def['serving_default']", "inputs['text']",
+                 "Method name is: tensorflow/serving/predict",
+                 "outputs['probabilities']", "outputs['logits']",
+                 "outputs['label_ids']", "outputs['labels']", "dtype: DT_STRING"],
+      "pair": ["inputs['text_a']", "inputs['text_b']", "outputs['probabilities']"],
+      "preprocessor": ["signature_def['serving_default']", "signature_def['pair']",
+                       "inputs['text_b']", "outputs['input_word_ids']",
+                       "outputs['input_type_ids']", "outputs['segment_ids']"],
+      "encoder": ["inputs['input_word_ids']", "inputs['input_mask']",
+                  "inputs['input_type_ids']", "outputs['sequence_output']",
+                  "outputs['pooled_output']", "outputs['encoder_outputs_1']"],
+  }
+  procs = {n: subprocess.Popen([cli, "show", "--dir", run["paths"][n], "--all"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+           for n in expect}
+  for name, proc in procs.items():
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err[-2000:]
+    for s in expect[name]:
+      assert s in out, (name, s, out)
+
+
+NON_CORE = r"""
+import json, sys
+import tensorflow as tf
+from tensorflow.python.framework import op_def_registry
+assert 'tensorflow_text' not in sys.modules
+ops = json.loads(sys.argv[1])
+print(json.dumps(sorted(o for o in ops if op_def_registry.get(o) is None)))
+"""
+
+
+def test_metadata_lists_every_non_core_op(run):
+  meta = saved_model.read_metadata(run["paths"]["single"])
+  assert meta["task"] == "sst-2" and meta["labels"] == LABELS
+  assert meta["max_seq_length"] == SEQ and meta["is_pair"] is False
+  assert meta["signatures"]["serving_default"]["inputs"] == ["text"]
+  assert saved_model.read_metadata(run["paths"]["pair"])["is_pair"] is True
+  # Non-core = not registered in a TensorFlow process without tensorflow_text.
+  all_ops = sorted(set().union(*(serving_ops.graph_ops(p) for p in run["paths"].values())))
+  missing = json.loads(run_tool(["-c", NON_CORE, json.dumps(all_ops)]).stdout.splitlines()[-1])
+  listed = set()
+  for name, path in run["paths"].items():
+    meta = saved_model.read_metadata(path)
+    ops = {o["op"] for o in meta["custom_ops"]}
+    assert ops == set(serving_ops.graph_ops(path)) & set(missing), name
+    listed |= ops
+    for o in meta["custom_ops"]:
+      assert o["min_tf_serving"] and o["source"] and o["library"].endswith(".so")
+  assert listed == set(missing)
+  assert {"WordpieceTokenizeWithOffsets", "TFText>RoundRobinTrim"} <= listed
+  assert saved_model.read_metadata(run["paths"]["single"])["min_tf_serving_version"] == "2.20"
+  enc = saved_model.read_metadata(run["paths"]["encoder"])
+  assert enc["custom_ops"] == [] and enc["min_tf_serving_version"] == "any"
+
+
+def test_warmup_requests_parse_and_run(run):
+  apis = pytest.importorskip("tensorflow_serving.apis.prediction_log_pb2",
+                             reason="tensorflow-serving-api (requirements-test.txt)")
+  for name, signatures in (("single", {"serving_default": ["text"]}),
+                           ("pair", {"serving_default": ["text_a", "text_b"]}),
+                           ("preprocessor", {"serving_default": ["text"],
+                                             "pair": ["text_a", "text_b"]}),
+                           ("encoder", {"serving_default": ["input_mask",
+                                                            "input_type_ids",
+                                                            "input_word_ids"]})):
+    path = run["paths"][name]
+    loaded = tf.saved_model.load(path)
+    records = list(tf.data.TFRecordDataset(
+        os.path.join(path, "assets.extra", warmup.WARMUP_FILE)))
+    assert len(records) == len(signatures)
+    for r in records:
+      log = apis.PredictionLog.FromString(r.numpy())
+      assert log.WhichOneof("log_type") == "predict_log"
+      req = log.predict_log.request
+      sig = req.model_spec.signature_name
+      assert sorted(req.inputs) == signatures.pop(sig)
+      args = {k: tf.constant(tf.make_ndarray(v)) for k, v in req.inputs.items()}
+      out = loaded.signatures[sig](**args)  # the request really runs
+      assert all(v.shape[0] == args[sorted(args)[0]].shape[0] for v in out.values())
+    if name == "single":
+      texts = tf.make_ndarray(apis.PredictionLog.FromString(
+          records[0].numpy()).predict_log.request.inputs["text"]).tolist()
+      assert texts[:2] == [s.encode() for s in saved_model.WARMUP_SENTENCES[:2]]
+
+
+@pytest.fixture(scope="module")
+def serving(run):
+  """The single and pair classifier signatures, loaded in this process."""
+  return {n: tf.saved_model.load(run["paths"][n]).signatures["serving_default"]
+          for n in ("single", "pair")}
+
+
+def test_bad_input_through_signature(run, serving):
+  single, pair = serving["single"], serving["pair"]
+  probs = lambda texts: single(text=tf.constant(texts, tf.string))["probabilities"].numpy()
+  model = run["model"]
+
+  def from_ids(ids):
+    ids = tf.constant([ids], tf.int32)
+    feats = {"input_ids": ids, "input_mask": tf.ones_like(ids),
+             "segment_ids": tf.zeros_like(ids)}
+    return tf.nn.softmax(model(feats, training=False)).numpy()
+
+  cls, sep, unk = 101, 102, 100  # uncased_vocab.txt
+  # Empty and whitespace-only: [CLS] [SEP].
+  got = probs([b"", b"   ", b"\t\n\r \xc2\xa0"])
+  for row in got:
+    np.testing.assert_allclose(row, from_ids([cls, sep])[0], atol=1e-6)
+  # Invalid UTF-8 bytes are dropped (replaced by U+FFFD, then deleted).
+  np.testing.assert_allclose(probs([b"\xff good \xc3 movie \x80"]), probs([b"good movie"]),
+                             atol=1e-6)
+  # 1 MB strings: many words are truncated to SEQ - 2 tokens; one 1 MB word
+  # (over the 200-byte word limit) is [UNK].
+  mb = 1 << 20
+  np.testing.assert_allclose(probs([b"film " * (mb // 5)]), probs([b"film " * (SEQ - 2)]),
+                             atol=1e-6)
+  np.testing.assert_allclose(probs([b"a" * mb]), from_ids([cls, unk, sep]), atol=1e-6)
+  # Batch of 0.
+  out = single(text=tf.constant([], tf.string))
+  assert out["probabilities"].shape == (0, 2) and out["labels"].shape == (0,)
+  out = pair(text_a=tf.constant([], tf.string), text_b=tf.constant([], tf.string))
+  assert out["probabilities"].shape == (0, 2)
+  # Pair inputs of different lengths: a clear INVALID_ARGUMENT.
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match="text_a and text_b must hold the same number of strings"):
+    pair(text_a=tf.constant(["a", "b"]), text_b=tf.constant(["c"]))
+  # Another rank (not enforced at run time by signatures or TF Serving) is
+  # flattened: [2, 1] means the same two strings; a scalar is a batch of 1.
+  np.testing.assert_allclose(probs([[b"good movie"], [b""]]), probs([b"good movie", b""]),
+                             atol=1e-6)
+  np.testing.assert_allclose(single(text=tf.constant(b"good movie"))["probabilities"],
+                             probs([b"good movie"]), atol=1e-6)
+  got = pair(text_a=tf.constant([["a"], ["b"]]), text_b=tf.constant(["c", "d"]))
+  assert got["probabilities"].shape == (2, 2)
+
+
+def test_encoder_rejects_bad_ids(run):
+  fn = tf.saved_model.load(run["paths"]["encoder"]).signatures["serving_default"]
+  ok = tf.zeros([2, 4], tf.int32)
+  with pytest.raises(tf.errors.InvalidArgumentError, match="input_mask must have"):
+    fn(input_word_ids=ok, input_mask=tf.zeros([2, 3], tf.int32), input_type_ids=ok)
+  long = tf.zeros([1, 513], tf.int32)
+  with pytest.raises(tf.errors.InvalidArgumentError, match="max_position_embeddings"):
+    fn(input_word_ids=long, input_mask=long, input_type_ids=long)
+  with pytest.raises(tf.errors.InvalidArgumentError):
+    fn(input_word_ids=tf.fill([2, 4], 10 ** 6), input_mask=ok, input_type_ids=ok)
+
+
+@pytest.mark.slow
+def test_regression_export_returns_predictions(run, tmp_path):
+  """STS-B style: one output, ``predictions`` float32 [B], labels may be None."""
+  cfg = config_lib.BertConfig.from_json_file(TINY_CONFIG)
+  model = classifier.build_classifier(cfg, 1)
+  path = saved_model.export_classifier(model, run["pre"], None, str(tmp_path / "r"),
+                                       "sts-b", is_pair=True, is_regression=True)
+  fn = tf.saved_model.load(path).signatures["serving_default"]
+  a, b = [b"A man is playing a flute.", b"", b"\xff"], [b"A man plays a flute.", b"x", b""]
+  out = fn(text_a=tf.constant(a), text_b=tf.constant(b))
+  assert set(out) == {"predictions"} and out["predictions"].dtype == tf.float32
+  feats = preprocessing.trim_to_longest(run["pre"](tf.constant(a), tf.constant(b)))
+  np.testing.assert_allclose(out["predictions"].numpy(),
+                             model(feats, training=False).numpy()[:, 0], atol=1e-6)
+  meta = saved_model.read_metadata(path)
+  assert meta["is_regression"] and meta["labels"] is None
+  with pytest.raises(ValueError, match="labels are required"):
+    saved_model.export_classifier(model, run["pre"], None, str(tmp_path / "r2"))
+
+
+def test_export_tool_errors(run, tmp_path):
+  p = run_tool(["tools/export_saved_model.py", "--output_dir=" + str(tmp_path / "none"),
+                "--export_dir=" + str(tmp_path / "e")], check=False)
+  assert p.returncode != 0 and "missing bert_config.json" in p.stderr
+  assert not os.path.exists(str(tmp_path / "e"))
+  with pytest.raises(FileExistsError):
+    saved_model.export_preprocessor(run["pre"], os.path.dirname(run["paths"]["preprocessor"]),
+                                    version=1)
+  with pytest.raises(fine_tuned.FineTunedDirError, match="max_seq_length 600"):
+    fine_tuned.load_fine_tuned(run["ft"], max_seq_length=600)
+
+
+
+
+def _check_outputs(out, n):
+  p = out["probabilities"].numpy()
+  assert p.shape == (n, 2) and out["logits"].shape == (n, 2)
+  assert np.all(np.isfinite(p)) and np.all(np.isfinite(out["logits"].numpy()))
+  np.testing.assert_allclose(p.sum(-1), np.ones(n), atol=1e-5)
+  assert out["labels"].shape == (n,)
+
+
+@hypothesis.settings(max_examples=30, deadline=None,
+                     suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture])
+@hypothesis.given(texts=st.lists(st.one_of(st.text(max_size=300),
+                                           st.binary(max_size=300)), max_size=6))
+def test_random_unicode_and_bytes_property(serving, texts):
+  data = [t.encode("utf-8") if isinstance(t, str) else t for t in texts]
+  _check_outputs(serving["single"](text=tf.constant(data, tf.string)), len(data))
+  out = serving["pair"](text_a=tf.constant(data, tf.string),
+                        text_b=tf.constant(data[::-1], tf.string))
+  _check_outputs(out, len(data))

@@ -1,0 +1,358 @@
+"""Pretraining at scale: input pipeline, bad input, distribution, exact resume.
+
+Real records from ``data/corpus/sample_text.txt`` (the original's sample),
+the tiny config, the real uncased vocab. Distribution runs on CPU: 2 logical
+CPU devices for MirroredStrategy, two worker processes on 127.0.0.1 for
+MultiWorkerMirroredStrategy (both in subprocesses, see
+``tests/distributed_worker.py``).
+"""
+
+import dataclasses
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import checkpoints
+from bert_tf import config as config_lib
+from bert_tf import pretraining
+from bert_tf.data import pretraining_data
+from bert_tf.data import pretraining_input
+from conftest import ROOT, SAMPLE_TEXT, TINY_CONFIG, VOCAB, read_records, run_tool
+
+SEQ, PREDS = 64, 10
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory):
+  """35 original-format records (seq 64, 10 predictions) of the sample text."""
+  path = str(tmp_path_factory.mktemp("records") / "pt.tfrecord")
+  pretraining_data.create_pretraining_data(
+      SAMPLE_TEXT, path, VOCAB, max_seq_length=SEQ, max_predictions_per_seq=PREDS,
+      dupe_factor=2, random_seed=12345)
+  return path
+
+
+def tiny():
+  return config_lib.BertConfig.from_json_file(TINY_CONFIG)
+
+
+def params_for(data, out, **kw):
+  return pretraining.PretrainingParams(
+      input_file=data, output_dir=str(out), max_seq_length=SEQ,
+      max_predictions_per_seq=PREDS, train_batch_size=8, **kw)
+
+
+def as_numpy_batches(ds):
+  return [{k: v.numpy() for k, v in b.items()} for b in ds]
+
+
+def test_eval_pass_is_ordered_complete_and_training_pass_shuffles(records):
+  want = read_records(records)
+  assert len(want) == 35
+  batches = as_numpy_batches(pretraining_input.pretraining_dataset(
+      records, 8, SEQ, PREDS, is_training=False))
+  assert [len(b["input_ids"]) for b in batches] == [8, 8, 8, 8, 3]  # last kept
+  got = np.concatenate([b["input_ids"] for b in batches])
+  np.testing.assert_array_equal(got, np.stack([r["input_ids"] for r in want]))
+  np.testing.assert_array_equal(
+      np.concatenate([b["masked_lm_weights"] for b in batches]),
+      np.stack([r["masked_lm_weights"] for r in want]))
+  assert batches[0]["input_ids"].dtype == np.int32
+  assert batches[0]["masked_lm_weights"].dtype == np.float32
+  assert batches[0]["next_sentence_labels"].shape == (8, 1)
+
+  def train_batches(seed):
+    return as_numpy_batches(pretraining_input.pretraining_dataset(
+        records, 8, SEQ, PREDS, is_training=True, seed=seed).take(9))
+  a, b = train_batches(1), train_batches(1)
+  assert all(len(x["input_ids"]) == 8 for x in a)  # drop_remainder, repeats
+  for x, y in zip(a, b):  # deterministic under a seed
+    np.testing.assert_array_equal(x["input_ids"], y["input_ids"])
+  assert not np.array_equal(a[0]["input_ids"], batches[0]["input_ids"])  # shuffled
+  # Two workers by record (one file < two pipelines): disjoint halves.
+  halves = [np.concatenate([b["input_ids"] for b in as_numpy_batches(
+      pretraining_input.pretraining_dataset(
+          records, 4, SEQ, PREDS, is_training=False,
+          input_context=tf.distribute.InputContext(2, i, 2)))]) for i in (0, 1)]
+  assert len(halves[0]) + len(halves[1]) == 35
+  np.testing.assert_array_equal(halves[1][0], want[1]["input_ids"])
+
+
+def test_corrupt_shard_and_wrong_widths_are_named(records, tmp_path):
+  good = str(tmp_path / "a.tfrecord")
+  bad = str(tmp_path / "b.tfrecord")
+  shutil.copy(records, good)
+  raw = open(records, "rb").read()
+  open(bad, "wb").write(raw[:-40])  # truncated inside the last record
+  glob = str(tmp_path / "*.tfrecord")
+  with pytest.raises(tf.errors.DataLossError):
+    list(pretraining_input.pretraining_dataset(glob, 8, SEQ, PREDS, is_training=False))
+  where = pretraining_input.find_bad_record([good, bad], SEQ, PREDS)
+  assert where.startswith(bad + ": record 34:"), where
+  assert pretraining_input.find_bad_record([good], SEQ, PREDS) is None
+
+  # The first record does not read: caught up front, naming the file.
+  junk = str(tmp_path / "junk.tfrecord")
+  open(junk, "wb").write(b"\x07" * 100)
+  with pytest.raises(pretraining_input.RecordError, match=re.escape(junk)):
+    pretraining_input.inspect_records([good, junk], SEQ, PREDS)
+  # Records of other widths.
+  narrow = str(tmp_path / "narrow.tfrecord")
+  pretraining_data.create_pretraining_data(
+      SAMPLE_TEXT, narrow, VOCAB, max_seq_length=32, max_predictions_per_seq=5,
+      dupe_factor=1)
+  with pytest.raises(pretraining_input.RecordError,
+                     match=re.escape(narrow) + ".*length 32.*--max_seq_length=64"):
+    pretraining_input.inspect_records([good, narrow], SEQ, PREDS)
+  # A record whose masked_lm_ids width differs from masked_lm_positions.
+  odd = str(tmp_path / "odd.tfrecord")
+  ex = tf.train.Example.FromString(raw_first_record(records))
+  del ex.features.feature["masked_lm_ids"].int64_list.value[-1]
+  with tf.io.TFRecordWriter(odd) as w:
+    w.write(ex.SerializeToString())
+  with pytest.raises(pretraining_input.RecordError,
+                     match=re.escape(odd) + ": record 0: masked_lm_ids has 9 values"):
+    pretraining_input.inspect_records([odd], SEQ, PREDS)
+
+
+def raw_first_record(path):
+  return next(iter(tf.data.TFRecordDataset(path))).numpy()
+
+
+def test_bad_input_is_refused_before_any_step(records, tmp_path):
+  cfg = tiny()
+  out = tmp_path / "out"
+  # A vocab bigger than the config's vocab_size (the original trains on NaNs).
+  small = dataclasses.replace(cfg, vocab_size=30000)
+  with pytest.raises(ValueError, match=re.escape(VOCAB) + ".*30522 tokens.*vocab_size is 30000"):
+    pretraining.check_inputs(small, params_for(records, out, vocab_file=VOCAB))
+  # A token id in the first batch >= vocab_size (no vocab file given).
+  first = read_records(records)[:8]
+  top = int(max(max(r["input_ids"].max(), r["masked_lm_ids"].max()) for r in first))
+  pretraining.check_inputs(dataclasses.replace(cfg, vocab_size=top + 1),
+                           params_for(records, out))
+  with pytest.raises(pretraining_input.RecordError,
+                     match=re.escape(records) + ".*token id %d >= .*vocab_size %d" % (top, top)):
+    pretraining.check_inputs(dataclasses.replace(cfg, vocab_size=top),
+                             params_for(records, out))
+  # max_seq_length above max_position_embeddings.
+  with pytest.raises(ValueError, match="--max_seq_length 64 exceeds max_position_embeddings 32"):
+    pretraining.check_inputs(dataclasses.replace(cfg, max_position_embeddings=32),
+                             params_for(records, out))
+  # --max_predictions_per_seq smaller than the records hold.
+  p = dataclasses.replace(params_for(records, out), max_predictions_per_seq=5)
+  with pytest.raises(pretraining_input.RecordError,
+                     match=re.escape(records) + ".*hold 10 masked-LM predictions.*"
+                     "--max_predictions_per_seq=5"):
+    pretraining.check_inputs(cfg, p)
+  # An empty glob.
+  with pytest.raises(pretraining_data.InputError, match="nothing-here"):
+    pretraining.check_inputs(cfg, params_for(str(tmp_path / "nothing-here*"), out))
+  # A mismatched --init_checkpoint (hidden 64 vs 128): named, before any step.
+  other = pretraining.build_pretrainer(dataclasses.replace(
+      cfg, hidden_size=64, intermediate_size=256))
+  prefix = tf.train.Checkpoint(encoder=other.encoder).write(str(tmp_path / "other" / "ckpt"))
+  with pytest.raises(checkpoints.CheckpointError,
+                     match=r"--init_checkpoint: checkpoint .*other/ckpt.* shape "
+                     r"\(64,\) .* shape \(128,\) and name \S+"):
+    pretraining.run_pretraining(cfg, params_for(records, out, init_checkpoint=prefix,
+                                                num_train_steps=2), tf.distribute.OneDeviceStrategy("/cpu:0"))
+  assert tf.train.latest_checkpoint(str(out)) is None
+
+
+def test_corrupt_record_mid_run_names_the_file(records, tmp_path):
+  bad = str(tmp_path / "bad.tfrecord")
+  open(bad, "wb").write(open(records, "rb").read()[:-40])
+  out = tmp_path / "out"
+  with pytest.raises(pretraining_input.RecordError,
+                     match="--input_file: " + re.escape(bad) + ": record 34"):
+    pretraining.run_pretraining(
+        tiny(), params_for(bad, out, num_train_steps=3, iterations_per_loop=3),
+        tf.distribute.OneDeviceStrategy("/cpu:0"))
+  assert tf.train.latest_checkpoint(str(out)) is None
+
+
+def test_tool_keeps_the_original_flags():
+  p = run_tool(["tools/run_pretraining.py", "--helpfull"], check=False)
+  assert "run_pretraining.py:" in p.stdout, p.stderr[-2000:]  # absl's help exits 1
+  flags = set(re.findall(r"--\[?(?:no)?\]?(\w+)", p.stdout))
+  original = {"input_file", "output_dir", "bert_config_file", "init_checkpoint",
+              "max_seq_length", "max_predictions_per_seq", "do_train", "do_eval",
+              "train_batch_size", "eval_batch_size", "learning_rate",
+              "num_train_steps", "num_warmup_steps", "save_checkpoints_steps",
+              "iterations_per_loop", "max_eval_steps", "use_tpu", "tpu_name",
+              "tpu_zone", "gcp_project", "master", "num_tpu_cores"}
+  added = {"distribution_strategy", "optimizer", "num_accumulation_steps", "dtype",
+           "jit_compile", "nsp", "dynamic", "vocab_file", "deterministic"}
+  assert original | added <= flags, (original | added) - flags
+  for enum in ("one_device|mirrored|multi_worker_mirrored|tpu",
+               "adamw_original|adamw|lamb", "float32|mixed_bfloat16|mixed_float16"):
+    assert "<%s>" % enum in p.stdout
+
+
+@pytest.mark.slow
+def test_mirrored_and_accumulated_steps_equal_one_device_step(records):
+  """2 replicas, or 2 micro-batches, take the one-device step (clipping binds)."""
+  p = run_tool(["tests/distributed_worker.py", "steps", records])
+  r = json.loads(p.stdout.strip().splitlines()[-1])
+  assert r["init_diff"] == 0.0
+  assert r["grad_norm"] > 1.5  # global-norm clipping at 1.0 is active
+  assert r["moved"] > 5e-3  # 3 steps at lr 2e-3 moved the weights
+  assert r["mirrored_vs_one"] < 1e-5, r
+  assert r["accumulated_vs_big_batch"] < 1e-5, r
+  # Negative control: clipping per replica before the all-reduce (Keras'
+  # own apply_gradients under Mirrored) takes a different step.
+  assert r["keras_per_replica_clip_vs_one"] > 1e-4, r
+
+
+def free_ports(n):
+  socks = [socket.socket() for _ in range(n)]
+  for s in socks:
+    s.bind(("127.0.0.1", 0))
+  ports = [s.getsockname()[1] for s in socks]
+  for s in socks:
+    s.close()
+  return ports
+
+
+@pytest.mark.slow
+def test_multi_worker_mirrored_two_processes(records, tmp_path):
+  ports = free_ports(2)
+  cluster = {"worker": ["127.0.0.1:%d" % p for p in ports]}
+  out = str(tmp_path / "out")
+  env = dict(os.environ, PYTHONPATH=ROOT)
+  procs = []
+  for i in range(2):
+    e = dict(env, TF_CONFIG=json.dumps({"cluster": cluster,
+                                        "task": {"type": "worker", "index": i}}))
+    procs.append(subprocess.Popen(
+        [sys.executable, "tests/distributed_worker.py", "worker", records, out,
+         str(tmp_path / ("w%d.npz" % i))], cwd=ROOT, env=e,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+  logs = [p.communicate(timeout=900)[0] for p in procs]
+  assert [p.returncode for p in procs] == [0, 0], "\n".join(l[-3000:] for l in logs)
+  assert "step 4/4" in logs[0] and "step 4/4" in logs[1]
+  w0, w1 = (np.load(str(tmp_path / ("w%d.npz" % i))) for i in range(2))
+  assert int(w0["step"]) == int(w1["step"]) == 4
+  assert len(w0.files) == 1 + len(
+      pretraining.build_pretrainer(tiny()).trainable_variables)
+  for k in w0.files:
+    np.testing.assert_array_equal(w0[k], w1[k], err_msg=k)
+  # The chief alone wrote checkpoints; the other worker's temp dir is gone.
+  assert sorted(os.listdir(out)) == sorted([
+      "bert_config.json", "checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index",
+      "ckpt-4.data-00000-of-00001", "ckpt-4.index", "train"])
+  reader = tf.train.load_checkpoint(os.path.join(out, "ckpt-4"))
+  key = [k for k in reader.get_variable_to_shape_map()
+         if k.startswith("encoder/") and "word_embeddings" in k and "OPTIMIZER" not in k]
+  assert key, "no word embeddings in the chief's checkpoint"
+  emb = [k for k in w0.files if k.endswith("word_embeddings")][0]
+  np.testing.assert_array_equal(reader.get_tensor(key[0]), w0[emb])
+
+
+def checkpoint_values(prefix):
+  reader = tf.train.load_checkpoint(prefix)
+  return {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map()
+          if k != "_CHECKPOINTABLE_OBJECT_GRAPH" and not k.startswith("iterator")
+          and not k.startswith("save_counter")}
+
+
+@pytest.mark.slow
+def test_sigkill_at_a_random_step_then_resume_is_bit_identical(records, tmp_path):
+  steps = 10
+  common = ["tools/run_pretraining.py", "--input_file=" + records,
+            "--bert_config_file=" + TINY_CONFIG, "--do_train", "--train_batch_size=8",
+            "--max_seq_length=%d" % SEQ, "--max_predictions_per_seq=%d" % PREDS,
+            "--learning_rate=2e-3", "--num_warmup_steps=2",
+            "--num_train_steps=%d" % steps, "--iterations_per_loop=1",
+            "--save_checkpoints_steps=3", "--deterministic", "--seed=7"]
+  whole = str(tmp_path / "whole")
+  first = run_tool(common + ["--output_dir=" + whole, "--do_eval", "--max_eval_steps=2"])
+  assert "step %d/%d" % (steps, steps) in first.stdout
+
+  killed = str(tmp_path / "killed")
+  kill_at = random.randint(4, 8)
+  proc = subprocess.Popen(
+      [sys.executable] + common + ["--output_dir=" + killed], cwd=ROOT,
+      env=dict(os.environ, PYTHONPATH=ROOT, PYTHONUNBUFFERED="1"),
+      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+  seen = []
+  for line in proc.stdout:
+    seen.append(line)
+    m = re.match(r"step (\d+)/", line)
+    if m and int(m.group(1)) >= kill_at:
+      proc.send_signal(signal.SIGKILL)
+      break
+  proc.wait(timeout=60)
+  assert proc.returncode == -signal.SIGKILL, "".join(seen)
+  listed = tf.train.get_checkpoint_state(killed).all_model_checkpoint_paths
+  assert listed, "no checkpoint before the kill at step %d" % kill_at
+  for path in listed:  # every listed checkpoint is complete
+    assert checkpoint_values(path)
+  resumed_from = int(listed[-1].rsplit("-", 1)[1])
+  assert resumed_from < steps
+  second = run_tool(common + ["--output_dir=" + killed])
+  assert "at step %d" % resumed_from in second.stdout, second.stdout
+  a = checkpoint_values(os.path.join(whole, "ckpt-%d" % steps))
+  b = checkpoint_values(os.path.join(killed, "ckpt-%d" % steps))
+  assert sorted(a) == sorted(b) and len(a) > 100
+  assert any("seed_generator" in k or k.startswith("rng/") for k in a)
+  differ = ["%s (max diff %g)" % (k, np.abs(a[k].astype(np.float64) - b[k]).max())
+            for k in sorted(a) if a[k].tobytes() != b[k].tobytes()]
+  assert not differ, "killed at step %d, resumed from %d: %d of %d differ: %s" % (
+      kill_at, resumed_from, len(differ), len(a), differ[:10])
+
+  # The uninterrupted run's outputs: eval_results.txt and TensorBoard scalars.
+  results = dict(l.split(" = ") for l in
+                 open(os.path.join(whole, "eval_results.txt")).read().splitlines())
+  assert set(results) == {"global_step", "masked_lm_accuracy", "masked_lm_loss",
+                          "next_sentence_accuracy", "next_sentence_loss"}
+  assert results["global_step"] == str(steps)
+  tags = {}
+  for sub in ("train", "eval"):
+    for f in os.listdir(os.path.join(whole, sub)):
+      for e in tf.compat.v1.train.summary_iterator(os.path.join(whole, sub, f)):
+        for v in e.summary.value:
+          tags.setdefault(sub, set()).add(v.tag)
+  assert {"masked_lm_loss", "masked_lm_accuracy", "next_sentence_loss",
+          "learning_rate", "sequences_per_second"} <= tags["train"]
+  assert {"masked_lm_loss", "next_sentence_accuracy"} <= tags["eval"]
+
+
+@pytest.mark.slow
+def test_mixed_float16_accumulation_no_nsp_trains(records, tmp_path):
+  """--dtype=mixed_float16 (dynamic loss scaling),
+  --num_accumulation_steps=2, --nsp=false: a finite step, checkpointed."""
+  import keras  # pylint: disable=g-import-not-at-top
+  seen = {}
+
+  def grab(model, optimizer):
+    seen.update(policy=model.dtype_policy.name, optimizer=optimizer,
+                weights=[v.numpy() for v in model.trainable_variables])
+  out = tmp_path / "out"
+  try:
+    results = pretraining.run_pretraining(
+        tiny(), params_for(records, out, num_train_steps=2, iterations_per_loop=2,
+                           num_warmup_steps=1, learning_rate=1e-3,
+                           dtype="mixed_float16", nsp=False,
+                           num_accumulation_steps=2),
+        tf.distribute.OneDeviceStrategy("/cpu:0"), on_finish=grab, print_fn=lambda s: None)
+  finally:
+    keras.config.set_dtype_policy("float32")
+  assert seen["policy"] == "mixed_float16"
+  assert isinstance(seen["optimizer"], keras.optimizers.LossScaleOptimizer)
+  assert int(seen["optimizer"].iterations.numpy()) == 2  # no step skipped
+  assert all(np.isfinite(w).all() for w in seen["weights"])
+  assert np.isfinite(results["train_masked_lm_loss"]) and results["train_masked_lm_loss"] > 5
+  assert not any("next_sentence" in k for k in results)
+  assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-2")

@@ -1,0 +1,60 @@
+"""Tokenizes a corpus once into TFRecords of documents for dynamic masking.
+
+Same input flags and format as ``tools/create_pretraining_data.py`` (one
+sentence per line, a blank line between documents). Each record holds one
+document's word-piece ids (``token_ids``) and its ``sentence_lengths``;
+``bert_tf.data.dynamic_masking.dynamic_pretraining_dataset`` (used by
+``tools/run_pretraining.py --dynamic``) makes sentence pairs and masks from
+them on the fly, new ones every epoch.
+
+  python tools/create_pretraining_documents.py --input_file=corpus.txt \
+    --output_file=docs.tfrecord --vocab_file=vocab.txt --do_lower_case=True
+"""
+
+import sys
+import time
+
+import _bootstrap  # pylint: disable=unused-import
+from absl import app
+from absl import flags
+
+from bert_tf import tokenization
+from bert_tf.data import dynamic_masking
+from bert_tf.data import pretraining_data
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("input_file", None, "Input raw text file (or comma-separated list of globs).")
+flags.DEFINE_string("output_file", None,
+                    "Output TFRecord file (or comma-separated list: documents are "
+                    "written round-robin over them).")
+flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
+flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text.")
+flags.mark_flags_as_required(["input_file", "output_file", "vocab_file"])
+
+
+def main(argv):
+  del argv
+  start = time.time()
+  last = [0.0]
+
+  def progress(docs, tokens):
+    now = time.time()
+    if now - last[0] >= 2.0:
+      last[0] = now
+      sys.stderr.write("\r  tokenized %d documents, %d tokens" % (docs, tokens))
+      sys.stderr.flush()
+
+  try:
+    num_docs, num_tokens, outputs = dynamic_masking.write_documents(
+        FLAGS.input_file, FLAGS.output_file, FLAGS.vocab_file,
+        do_lower_case=FLAGS.do_lower_case, progress=progress)
+  except (pretraining_data.InputError, tokenization.VocabError) as e:
+    sys.exit("create_pretraining_documents: error: %s" % e)
+  if last[0]:
+    sys.stderr.write("\n")
+  print("wrote %d documents (%d tokens) to %s (%.1fs)" %
+        (num_docs, num_tokens, ",".join(outputs), time.time() - start))
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -146,8 +146,7 @@ class TransformerBlock(keras.layers.Layer):
   def call(self, x, input_mask, training=False):
     batch, seq_len = tf.shape(x)[0], tf.shape(x)[1]
     h = self.num_heads * self.head_size
-    # Every projection runs on [B*S, H] rows: one 2-D MatMul + BiasAdd each
-    # (oneDNN's fastest path; see BUILD_NOTES "Performance notes").
+    # Every projection runs on [B*S, H] rows: one 2-D MatMul + BiasAdd each.
     rows = tf.reshape(x, [-1, x.shape[-1] or h])
     # Query, key and value in ONE matmul: the three kernels (kept separate,
     # the checkpoint layout) are concatenated at call time, [H, 3H].

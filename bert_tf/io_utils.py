@@ -36,6 +36,26 @@ def atomic_output(path):
     raise
 
 
+@contextlib.contextmanager
+def atomic_outputs(paths):
+  """Yields temporary paths for ``paths`` (list); renames them all when the
+  block succeeds, so no output appears under its final name before every
+  one is whole. On an exception the temporaries are removed and ``paths``
+  are untouched. Parent directories are created.
+  """
+  for path in paths:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  tmps = [temp_name(p) for p in paths]
+  try:
+    yield tmps
+    for tmp, path in zip(tmps, paths):
+      os.replace(tmp, path)
+  finally:
+    for tmp in tmps:
+      if os.path.exists(tmp):
+        os.remove(tmp)
+
+
 def atomic_write_text(path, text):
   """Writes ``text`` (UTF-8) to ``path`` atomically."""
   with atomic_output(path) as tmp:

@@ -73,7 +73,6 @@ groups) and padding (``pad_model_inputs``).
 """
 
 import logging
-import os
 import random
 
 import numpy as np
@@ -182,11 +181,8 @@ def write_documents(input_file, output_file, vocab_file, do_lower_case=True,
   output_files = [p.strip() for p in output_file.split(",") if p.strip()]
   if not output_files:
     raise pretraining_data.InputError("--output_file is empty")
-  for p in output_files:
-    os.makedirs(os.path.dirname(os.path.abspath(p)), exist_ok=True)
-  tmp_names = [io_utils.temp_name(p) for p in output_files]
   num_docs = num_tokens = 0
-  try:
+  with io_utils.atomic_outputs(output_files) as tmp_names:
     writers = [tf.io.TFRecordWriter(p) for p in tmp_names]
     for doc in iter_documents(input_files, tokenizer):
       writers[num_docs % len(writers)].write(
@@ -200,12 +196,6 @@ def write_documents(input_file, output_file, vocab_file, do_lower_case=True,
     if not num_docs:
       raise pretraining_data.InputError(
           "--input_file %r holds no text that tokenizes to anything" % input_file)
-    for tmp, path in zip(tmp_names, output_files):
-      os.replace(tmp, path)
-  finally:
-    for tmp in tmp_names:
-      if os.path.exists(tmp):
-        os.remove(tmp)
   return num_docs, num_tokens, output_files
 
 

@@ -334,8 +334,7 @@ def write_instances(instances, vocab, max_seq_length, max_predictions_per_seq,
     number of records written.
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  tmp_names = [io_utils.temp_name(p) for p in output_files]
-  try:
+  with io_utils.atomic_outputs(output_files) as tmp_names:
     writers = [tf.io.TFRecordWriter(p) for p in tmp_names]
     for index, instance in enumerate(instances):
       features = instance_to_features(instance, vocab, max_seq_length,
@@ -345,15 +344,9 @@ def write_instances(instances, vocab, max_seq_length, max_predictions_per_seq,
       if index < log_examples:
         logging.info("*** Example ***\ntokens: %s\n%s", " ".join(instance.tokens),
                      "\n".join("%s: %s" % (k, " ".join(map(str, v)))
-                               for k, v in features.items()))
+                                for k, v in features.items()))
     for w in writers:
       w.close()
-    for tmp, path in zip(tmp_names, output_files):
-      os.replace(tmp, path)
-  finally:
-    for tmp in tmp_names:
-      if os.path.exists(tmp):
-        os.remove(tmp)
   return len(instances)
 
 

@@ -116,18 +116,31 @@ class MemoTokenizer:
       return self.full_tokenizer.tokenize(word)
     if self.full_tokenizer.do_lower_case:
       word = word.lower()
-    wp = self.full_tokenizer.wordpiece_tokenizer.tokenize
+    wordpiece = self.full_tokenizer.wordpiece_tokenizer
+    wp, vocab = wordpiece.tokenize, self.vocab
+    max_chars = wordpiece.max_input_chars_per_word
     out = []
     for piece in _ASCII_PUNC_SPLIT.findall(word):
-      out += wp(piece)
+      # A piece that is itself a vocab entry is its own longest match.
+      if len(piece) <= max_chars and piece in vocab:
+        out.append(piece)
+      else:
+        out += wp(piece)
     return out
+
+  def _clean(self, text):
+    """The original's cleaning and CJK spacing; printable ASCII is unchanged
+    by both, so it skips the (per-character, Python-level) translate."""
+    if text.isascii() and text.isprintable():
+      return text
+    return text.translate(self._char_map)
 
   def tokenize(self, text):
     """WordPiece token strings of ``text`` (``str`` or UTF-8 ``bytes``): list of str."""
     text = tokenization.convert_to_unicode(text)
     cache = self._tokens
     out = []
-    for word in text.translate(self._char_map).split():
+    for word in self._clean(text).split():
       toks = cache.get(word)
       if toks is None:
         if len(cache) >= self._max_cache_words:
@@ -140,8 +153,13 @@ class MemoTokenizer:
     """Vocab ids of ``tokenize(text)``: list of int (ids in ``[0, len(vocab))``)."""
     text = tokenization.convert_to_unicode(text)
     cache = self._ids
+    words = self._clean(text).split()
+    try:  # every word cached (the common case once the cache is warm)
+      return [i for word in words for i in cache[word]]
+    except KeyError:
+      pass
     out = []
-    for word in text.translate(self._char_map).split():
+    for word in words:
       ids = cache.get(word)
       if ids is None:
         if len(cache) >= self._max_cache_words:
@@ -264,9 +282,17 @@ def _inlined_rng_matches_stdlib():
   return True
 
 
-INLINED_RNG_OK = _inlined_rng_matches_stdlib()
-if not INLINED_RNG_OK:  # pragma: no cover (a future CPython changed random.py)
-  logging.warning("random.Random differs from the inlined copy; using its methods")
+_INLINED_RNG_OK = []  # filled on first use (the check takes ~0.1 s)
+
+
+def inlined_rng_ok():
+  """True when the inlined draws equal this interpreter's ``random.Random``
+  (checked once per process); False means the stdlib methods are used."""
+  if not _INLINED_RNG_OK:
+    _INLINED_RNG_OK.append(_inlined_rng_matches_stdlib())
+    if not _INLINED_RNG_OK[0]:  # pragma: no cover (a future CPython changed random.py)
+      logging.warning("random.Random differs from the inlined copy; using its methods")
+  return _INLINED_RNG_OK[0]
 
 
 # ---------------------------------------------------------------------------
@@ -437,6 +463,9 @@ def _load_crc32c():
 _CRC32C = _load_crc32c()
 
 
+_U32 = struct.Struct("<I")
+
+
 def _masked_crc(data):
   crc = _CRC32C(data)
   return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
@@ -459,6 +488,7 @@ class TFRecordWriter:
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     self._tmp = io_utils.temp_name(path)
     self.count = 0
+    self._headers = {}
     if _CRC32C is not None:
       self._f = open(self._tmp, "wb")  # pylint: disable=consider-using-with
       self._tf = None
@@ -467,15 +497,34 @@ class TFRecordWriter:
       self._f = None
       self._tf = tf.io.TFRecordWriter(self._tmp)
 
+  def _header(self, n):
+    """Length + masked CRC of the length (12 bytes), cached per length."""
+    got = self._headers.get(n)
+    if got is None:
+      length = struct.pack("<Q", n)
+      got = self._headers[n] = length + struct.pack("<I", _masked_crc(length))
+    return got
+
   def write(self, record):
     """Appends one record (bytes)."""
     if self._f is not None:
-      header = struct.pack("<Q", len(record))
-      self._f.write(header + struct.pack("<I", _masked_crc(header)) + record +
+      self._f.write(self._header(len(record)) + record +
                     struct.pack("<I", _masked_crc(record)))
     else:
       self._tf.write(record)
     self.count += 1
+
+  def write_many(self, records):
+    """Appends records (a list of bytes) in order, framed in one buffer."""
+    if self._f is None:
+      for record in records:
+        self.write(record)
+      return
+    headers, header, pack, crc = self._headers, self._header, _U32.pack, _masked_crc
+    for i in range(0, len(records), 4096):  # ~6 MB buffers at seq 128
+      self._f.write(b"".join([b for r in records[i:i + 4096] for b in (
+          headers.get(len(r)) or header(len(r)), r, pack(crc(r)))]))
+    self.count += len(records)
 
   @property
   def tmp_path(self):
@@ -573,7 +622,7 @@ def _records_from_document(ctx, all_documents, document_index, out):
   rng = ctx.rng
   rand = rng.random
   getrandbits = rng.getrandbits
-  if INLINED_RNG_OK:
+  if inlined_rng_ok():
     randbelow = lambda n: _randbelow(getrandbits, n)  # pylint: disable=unnecessary-lambda-assignment
     shuffle = lambda x: _shuffle(x, getrandbits)  # pylint: disable=unnecessary-lambda-assignment
   else:  # pragma: no cover

@@ -52,6 +52,7 @@ import multiprocessing
 import os
 import queue as queue_lib
 import random
+import sys
 
 import numpy as np
 
@@ -144,10 +145,13 @@ class ShardMaker:
     random_seed, shard: the shard's random stream (:func:`shard_seeds`).
     max_seq_length, dupe_factor, short_seq_prob, masked_lm_prob,
     max_predictions_per_seq: as the original's flags.
+    encoder: optional :class:`~bert_tf.data.fast_pretraining_data.RecordEncoder`
+      for this vocab and these lengths (shared between shards).
   """
 
   def __init__(self, vocab, random_seed, shard, max_seq_length=128, dupe_factor=10,
-               short_seq_prob=0.1, masked_lm_prob=0.15, max_predictions_per_seq=20):
+               short_seq_prob=0.1, masked_lm_prob=0.15, max_predictions_per_seq=20,
+               encoder=None):
     py_seed, ss = shard_seeds(random_seed, shard)
     self.rng = random.Random(py_seed)
     self.np_rng = np.random.default_rng(ss)
@@ -163,15 +167,16 @@ class ShardMaker:
     max_id = int(max(vocab.values()))
     if max_id >= 1 << 21:
       raise InputError("vocab ids above 2**21 are not supported (got %d)" % max_id)
-    self.encoder = fast.RecordEncoder(max_id, max_seq_length, max_predictions_per_seq)
+    self.encoder = encoder or fast.RecordEncoder(max_id, max_seq_length,
+                                                 max_predictions_per_seq)
+    self.varints = _Varints(max(max_id, max_seq_length))
 
   # -- pairs (Python, per chunk) ------------------------------------------
 
   def _pairs(self, win):
     """Instance spans of one window: 6 int64 arrays + label array."""
-    rng = self.rng
-    rand = rng.random
-    randrange = rng.randrange
+    # Uniform ints on [0, n) are int(rand() * n): one float draw, bias < 2**-40.
+    rand = self.rng.random
     num_docs = len(win.seg_starts)
     max_num_tokens = self.max_seq_length - 3
     a_s, a_l, b_s, b_l, lab = [], [], [], [], []
@@ -182,7 +187,7 @@ class ShardMaker:
         nseg = len(starts)
         target = max_num_tokens
         if rand() < self.short_seq_prob:
-          target = rng.randint(2, max_num_tokens)
+          target = 2 + int(rand() * (max_num_tokens - 1))
         first = 0
         length = 0
         i = 0
@@ -190,7 +195,7 @@ class ShardMaker:
           length += lens[i]
           if i == nseg - 1 or length >= target:
             count = i - first + 1
-            a_end = 1 if count == 1 else 1 + randrange(count - 1)
+            a_end = 1 if count == 1 else 1 + int(rand() * (count - 1))
             a_start = starts[first]
             la = starts[first + a_end - 1] + lens[first + a_end - 1] - a_start
             random_next = rand() < 0.5
@@ -202,7 +207,7 @@ class ShardMaker:
                 i += 1
                 bs, lb = starts[i], lens[i]
               elif la >= 2:  # last segment of the document: split it
-                cut = 1 + randrange(la - 1)
+                cut = 1 + int(rand() * (la - 1))
                 bs, lb = a_start + cut, la - cut
                 la = cut
               else:
@@ -210,13 +215,13 @@ class ShardMaker:
             if random_next:
               target_b = target - la
               if num_docs >= 2:
-                r = randrange(num_docs - 1)
+                r = int(rand() * (num_docs - 1))
                 if r >= d:
                   r += 1
               else:
                 r = d
               rstarts, rlens = win.seg_starts[r], win.seg_lens[r]
-              j = randrange(len(rstarts))
+              j = int(rand() * len(rstarts))
               bs = rstarts[j]
               lb = 0
               while j < len(rstarts):
@@ -292,9 +297,10 @@ class ShardMaker:
     new = np.where(u < 0.8, self.mask_id, np.where(u < 0.9, labels, rnd))
     rr, cc = np.nonzero(valid)
     ids[rr, pos[rr, cc]] = new[rr, cc]
-    ids_buf, ids_off = _varints(ids)
-    pos_buf, pos_off = _varints(posc)
-    lab_buf, lab_off = _varints(labels)
+    varints = self.varints
+    ids_buf, ids_off = varints(ids)
+    pos_buf, pos_off = varints(posc)
+    lab_buf, lab_off = varints(labels)
     encode = self.encoder.encode_payloads
     return [encode(ids_buf[ids_off[i]:ids_off[i + 1]], ni, lai,
                    pos_buf[pos_off[i]:pos_off[i + 1]], lab_buf[lab_off[i]:lab_off[i + 1]],
@@ -316,36 +322,47 @@ class ShardMaker:
     return [records[i] for i in perm]
 
 
-def _varints(values):
-  """Row-wise packed varints of a non-negative int array ``[rows, cols]`` (< 2**21).
+class _Varints:
+  """Row-wise packed protobuf varints of int arrays with values in ``[0, max_value]``.
 
-  Returns:
-    ``(buffer, offsets)``: row ``i`` is ``buffer[offsets[i]:offsets[i+1]]``.
+  One table lookup per value gives its varint bytes (``max_value < 2**21``:
+  at most 3, held little-endian in a uint32) and byte count; one
+  ``compress`` drops the unused bytes.
   """
-  rows = len(values)
-  if values.size and int(values.max()) < 128:  # one byte each
-    cols = values.shape[1]
-    return values.astype(np.uint8).tobytes(), list(range(0, rows * cols + 1, cols))
-  v = values.astype(np.int64).ravel()
-  nb = 1 + (v >= 128) + (v >= 16384)
-  b = np.empty((v.size, 3), np.uint8)
-  b[:, 0] = (v & 0x7F) | ((nb > 1) << 7)
-  b[:, 1] = ((v >> 7) & 0x7F) | ((nb > 2) << 7)
-  b[:, 2] = v >> 14
-  keep = (np.arange(3) < nb[:, None]).ravel()
-  buf = b.ravel().compress(keep).tobytes()
-  offsets = np.zeros(rows + 1, np.int64)
-  np.cumsum(nb.reshape(rows, -1).sum(axis=1), out=offsets[1:])
-  return buf, offsets.tolist()
+
+  def __init__(self, max_value):
+    v = np.arange(max_value + 1, dtype=np.uint32)
+    nb = 1 + (v >= 128).astype(np.int8) + (v >= 16384).astype(np.int8)
+    self.table = ((v & 0x7F) | ((nb > 1).astype(np.uint32) << 7) |
+                  (((v >> 7) & 0x7F) << 8) | ((nb > 2).astype(np.uint32) << 15) |
+                  ((v >> 14) << 16))
+    self.nbytes = nb
+    self.slots = np.arange(4, dtype=np.int8)[None, :]
+
+  def __call__(self, values):
+    """``(buffer, offsets)``: row ``i`` of ``values`` [rows, cols] is
+    ``buffer[offsets[i]:offsets[i+1]]``."""
+    rows, cols = values.shape
+    if values.size and int(values.max()) < 128:  # one byte each
+      return values.astype(np.uint8).tobytes(), list(range(0, rows * cols + 1, cols))
+    flat = values.ravel()
+    nb = self.nbytes[flat]
+    buf = self.table[flat].view(np.uint8).compress(
+        (self.slots < nb[:, None]).ravel()).tobytes()
+    offsets = np.zeros(rows + 1, np.int64)
+    np.cumsum(nb.reshape(rows, cols).sum(axis=1, dtype=np.int64), out=offsets[1:])
+    return buf, offsets.tolist()
 
 
-def _write_shard(input_files, vocab_file, do_lower_case, shard, num_shards, path, params,
+def _write_shard(input_files, tok, encoder, shard, num_shards, path, params,
                  on_bytes=None):
-  """Makes and writes one shard to a temporary file; returns ``(tmp, count)``."""
-  tok = fast.MemoTokenizer(tokenization.FullTokenizer(vocab_file, do_lower_case),
-                           max_cache_words=params.pop("max_cache_words", 500_000))
+  """Makes and writes one shard to a temporary file; returns ``(tmp, count)``.
+
+  ``tok`` (a MemoTokenizer) and ``encoder`` (a RecordEncoder) are built once
+  by :func:`create_sharded` and shared by the shards.
+  """
   window_tokens = params.pop("window_tokens")
-  maker = ShardMaker(tok.vocab, shard=shard, **params)
+  maker = ShardMaker(tok.vocab, shard=shard, encoder=encoder, **params)
   writer = fast.TFRecordWriter(path)
   try:
     window, size = [], 0
@@ -353,12 +370,10 @@ def _write_shard(input_files, vocab_file, do_lower_case, shard, num_shards, path
       window.append(doc)
       size += sum(len(s) for s in doc)
       if size >= window_tokens:
-        for rec in maker.window_records(window):
-          writer.write(rec)
+        writer.write_many(maker.window_records(window))
         window, size = [], 0
     if window:
-      for rec in maker.window_records(window):
-        writer.write(rec)
+      writer.write_many(maker.window_records(window))
     writer.commit_to_temp()
   except BaseException:
     writer.abort()
@@ -366,18 +381,24 @@ def _write_shard(input_files, vocab_file, do_lower_case, shard, num_shards, path
   return writer.tmp_path, writer.count
 
 
-def _worker(input_files, vocab_file, do_lower_case, shards, num_shards, paths, params,
-            queue):
+def _worker(input_files, tok, encoder, shards, num_shards, paths, params, queue):
   try:
     def on_bytes(n):
       queue.put(("bytes", n))
     for s in shards:
-      tmp, count = _write_shard(input_files, vocab_file, do_lower_case, s, num_shards,
-                                paths[s], dict(params), on_bytes)
+      tmp, count = _write_shard(input_files, tok, encoder, s, num_shards, paths[s],
+                                dict(params), on_bytes)
       queue.put(("shard", s, tmp, count))
     queue.put(("done", fast.peak_rss_mb()))
   except BaseException as e:  # pylint: disable=broad-except
     queue.put(("error", "%s: %s" % (type(e).__name__, e)))
+
+
+def _start_method():
+  """``fork`` (starts in milliseconds) unless TensorFlow is loaded: ``spawn``."""
+  if "tensorflow" in sys.modules or "fork" not in multiprocessing.get_all_start_methods():
+    return "spawn"
+  return "fork"
 
 
 def create_sharded(input_files, output_file, vocab_file, do_lower_case=True,
@@ -404,9 +425,10 @@ def create_sharded(input_files, output_file, vocab_file, do_lower_case=True,
     InputError: bad flags, unreadable input, or a failed worker (message
       names the worker's exception); no output file is left behind.
 
-  Workers are ``spawn``-ed (a fork of a process that has imported
-  TensorFlow is unsafe), so a calling script needs the usual
-  ``if __name__ == "__main__":`` guard.
+  Workers are forked when this process has not imported TensorFlow (as
+  ``tools/create_pretraining_data.py`` in this mode), and ``spawn``-ed
+  otherwise (a fork of a process that has imported TensorFlow is unsafe), so
+  a calling script needs the usual ``if __name__ == "__main__":`` guard.
   """
   if num_workers < 1:
     raise InputError("--num_workers must be >= 1 in scalable mode, got %d" % num_workers)
@@ -417,7 +439,14 @@ def create_sharded(input_files, output_file, vocab_file, do_lower_case=True,
     raise InputError("--max_seq_length must be at least 5, got %d" % max_seq_length)
   if window_tokens < 1:
     raise InputError("--window_tokens must be >= 1")
-  tokenization.FullTokenizer(vocab_file, do_lower_case)  # vocab errors, in this process
+  # Vocab errors surface here, in this process; the workers share the result.
+  tok = fast.MemoTokenizer(tokenization.FullTokenizer(vocab_file, do_lower_case),
+                           max_cache_words=500_000)
+  max_id = int(max(tok.vocab.values()))
+  if max_id >= 1 << 21:
+    raise InputError("vocab ids above 2**21 are not supported (got %d in %s)"
+                     % (max_id, vocab_file))
+  encoder = fast.RecordEncoder(max_id, max_seq_length, max_predictions_per_seq)
   for p in input_files:
     if not os.access(p, os.R_OK):
       raise InputError("cannot read input file %r" % p)
@@ -429,13 +458,13 @@ def create_sharded(input_files, output_file, vocab_file, do_lower_case=True,
                 window_tokens=window_tokens)
   total_bytes = sum(os.path.getsize(p) for p in input_files) * num_shards
   num_workers = min(num_workers, num_shards)
-  ctx = multiprocessing.get_context("spawn")
+  ctx = multiprocessing.get_context(_start_method())
   queue = ctx.Queue()
   procs = []
   for w in range(num_workers):
     shards = list(range(w, num_shards, num_workers))
-    p = ctx.Process(target=_worker, args=(input_files, vocab_file, do_lower_case,
-                                          shards, num_shards, paths, params, queue),
+    p = ctx.Process(target=_worker, args=(input_files, tok, encoder, shards, num_shards,
+                                          paths, params, queue),
                     daemon=True)
     p.start()
     procs.append(p)

@@ -157,3 +157,31 @@ def test_checkpoint_round_trip_restores_every_variable(tmp_path):
   for (name, a), (_, b) in zip(checkpoints.encoder_variables(pre.encoder),
                                checkpoints.encoder_variables(clf.encoder)):
     np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=name)
+
+
+def test_pretrainer_last_block_only_at_read_positions_equals_full_encoder():
+  """BertPretrainer runs its last block only at [CLS] + the masked positions:
+  the logits must equal the full encoder's rows gathered afterwards (with
+  padding, repeated padding positions 0 and a position in the padding)."""
+  from bert_tf import pretraining  # pylint: disable=g-import-not-at-top
+  cfg = config_lib.BertConfig(vocab_size=120, hidden_size=32, num_hidden_layers=2,
+                              num_attention_heads=4, intermediate_size=64)
+  model = pretraining.build_pretrainer(cfg)
+  rng = np.random.RandomState(0)
+  mask = np.ones((3, 16), np.int32)
+  mask[1, 9:] = 0
+  feats = {"input_ids": rng.randint(0, 120, (3, 16)).astype(np.int32) * mask,
+           "input_mask": mask, "segment_ids": (np.arange(16) >= 6).astype(np.int32)[None]
+           .repeat(3, 0) * mask,
+           "masked_lm_positions": np.array([[3, 7, 15, 0], [1, 2, 0, 0], [12, 5, 5, 13]],
+                                           np.int32)}
+  got = model(feats, training=False)
+  enc = model.encoder(feats, training=False)
+  want_mlm = model.masked_lm(enc["sequence_output"], feats["masked_lm_positions"])
+  want_nsp = model.next_sentence(enc["pooled_output"])
+  assert got["masked_lm_logits"].shape == (3, 4, 120)
+  np.testing.assert_allclose(got["masked_lm_logits"], want_mlm, atol=1e-5)
+  np.testing.assert_allclose(got["next_sentence_logits"], want_nsp, atol=1e-5)
+  # And the gathered rows are not trivially equal (the positions matter).
+  other = model.masked_lm(enc["sequence_output"], np.zeros((3, 4), np.int32))
+  assert np.abs(other.numpy() - want_mlm.numpy()).max() > 1e-3

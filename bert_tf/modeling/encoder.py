@@ -21,12 +21,17 @@ class BertEncoder(keras.layers.Layer):
     inputs: dict with int32 (or int64) ``input_ids``, ``input_mask``,
       ``segment_ids``, each [B, S]; S <= ``max_position_embeddings``.
     training: enables dropout.
+    output_positions: optional int [B, Q] whose first column is 0: the last
+      block computes only these positions (see
+      :class:`~bert_tf.modeling.layers.TransformerBlock`); for pretraining,
+      where only [CLS] and the masked positions are read.
 
   Returns:
-    dict with ``sequence_output`` float [B, S, H] (last layer),
-    ``pooled_output`` float [B, H] (dense + tanh on position 0),
-    ``encoder_outputs`` list of L float [B, S, H] (every block's output) and
-    ``embedding_output`` float [B, S, H].
+    dict with ``sequence_output`` float [B, S, H] (last layer; [B, Q, H] at
+    ``output_positions`` when given), ``pooled_output`` float [B, H] (dense
+    + tanh on position 0), ``encoder_outputs`` list of L float [B, S, H]
+    (every block's output; the last one [B, Q, H] with ``output_positions``)
+    and ``embedding_output`` float [B, S, H].
   """
 
   def __init__(self, config, **kwargs):
@@ -43,7 +48,7 @@ class BertEncoder(keras.layers.Layer):
         kernel_initializer=bert_layers.initializer(config), name="pooler")
     self.pooler.build((None, config.hidden_size))
 
-  def call(self, inputs, training=False):
+  def call(self, inputs, training=False, output_positions=None):
     input_ids = tf.cast(inputs["input_ids"], tf.int32)
     segment_ids = tf.cast(inputs["segment_ids"], tf.int32)
     input_mask = inputs["input_mask"]
@@ -51,8 +56,11 @@ class BertEncoder(keras.layers.Layer):
     embedding_output = x
     input_mask = tf.cast(input_mask, tf.int32)
     outputs = []
-    for block in self.blocks:
-      x = block(x, input_mask, training=training)
+    blocks = self.blocks
+    for i, block in enumerate(blocks):
+      last = i == len(blocks) - 1
+      x = block(x, input_mask, training=training,
+                query_positions=output_positions if last else None)
       outputs.append(x)
     pooled = self.pooler(x[:, 0, :])
     return {"sequence_output": x, "pooled_output": pooled,

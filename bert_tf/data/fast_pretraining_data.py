@@ -33,6 +33,7 @@ Nothing here imports TensorFlow: TFRecord files are framed by
 scalable mode start in well under a second.
 """
 
+import functools
 import logging
 import os
 import random
@@ -282,17 +283,15 @@ def _inlined_rng_matches_stdlib():
   return True
 
 
-_INLINED_RNG_OK = []  # filled on first use (the check takes ~0.1 s)
-
-
+@functools.cache
 def inlined_rng_ok():
   """True when the inlined draws equal this interpreter's ``random.Random``
-  (checked once per process); False means the stdlib methods are used."""
-  if not _INLINED_RNG_OK:
-    _INLINED_RNG_OK.append(_inlined_rng_matches_stdlib())
-    if not _INLINED_RNG_OK[0]:  # pragma: no cover (a future CPython changed random.py)
-      logging.warning("random.Random differs from the inlined copy; using its methods")
-  return _INLINED_RNG_OK[0]
+  (checked on first use, once per process: the check takes ~0.1 s, kept off
+  import); False means the stdlib methods are used."""
+  ok = _inlined_rng_matches_stdlib()
+  if not ok:  # pragma: no cover (a future CPython changed random.py)
+    logging.warning("random.Random differs from the inlined copy; using its methods")
+  return ok
 
 
 # ---------------------------------------------------------------------------

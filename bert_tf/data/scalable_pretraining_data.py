@@ -137,6 +137,15 @@ class _Window:
     self.flat = np.array(pieces, dtype=np.int32)
 
 
+def _max_vocab_id(vocab, vocab_file=None):
+  """The largest id of ``vocab``; InputError if it needs more than 3 varint bytes."""
+  max_id = int(max(vocab.values()))
+  if max_id >= 1 << 21:
+    raise InputError("vocab ids above 2**21 are not supported (got %d%s)"
+                     % (max_id, "" if vocab_file is None else " in %s" % vocab_file))
+  return max_id
+
+
 class ShardMaker:
   """Makes the records of one shard, window by window.
 
@@ -164,9 +173,7 @@ class ShardMaker:
     self.sep_id = vocab["[SEP]"]
     self.mask_id = vocab["[MASK]"]
     self.rand_ids = np.array([vocab[w] for w in vocab], dtype=np.int64)
-    max_id = int(max(vocab.values()))
-    if max_id >= 1 << 21:
-      raise InputError("vocab ids above 2**21 are not supported (got %d)" % max_id)
+    max_id = _max_vocab_id(vocab)
     self.encoder = encoder or fast.RecordEncoder(max_id, max_seq_length,
                                                  max_predictions_per_seq)
     self.varints = _Varints(max(max_id, max_seq_length))
@@ -442,10 +449,7 @@ def create_sharded(input_files, output_file, vocab_file, do_lower_case=True,
   # Vocab errors surface here, in this process; the workers share the result.
   tok = fast.MemoTokenizer(tokenization.FullTokenizer(vocab_file, do_lower_case),
                            max_cache_words=500_000)
-  max_id = int(max(tok.vocab.values()))
-  if max_id >= 1 << 21:
-    raise InputError("vocab ids above 2**21 are not supported (got %d in %s)"
-                     % (max_id, vocab_file))
+  max_id = _max_vocab_id(tok.vocab, vocab_file)
   encoder = fast.RecordEncoder(max_id, max_seq_length, max_predictions_per_seq)
   for p in input_files:
     if not os.access(p, os.R_OK):

@@ -85,6 +85,26 @@ def test_masking_and_nsp_statistics(run2):
   assert abs(is_random - 0.5) < 0.01, is_random
 
 
+def test_random_subsets_are_uniform():
+  """Every m-subset of range(c) is equally likely (C(6,3) = 20 subsets), for
+  rows with different c and m in one call; a rate off by 5% fails (the
+  expected counts are 10,000 and 50,000, standard deviations 1% and 0.4%)."""
+  rng = np.random.default_rng(7)
+  rows = 400_000
+  c = np.where(np.arange(rows) % 2 == 0, 6, 4).astype(np.int64)
+  m = np.where(c == 6, 3, 1).astype(np.int64)
+  got = scalable.random_subsets(rng, c, m, 4, fill=99)
+  assert (got[m == 1][:, 1:] == 99).all() and (got[:, 3] == 99).all()
+  for size, k, n_subsets in ((6, 3, 20), (4, 1, 4)):
+    sub = np.sort(got[c == size][:, :k], axis=1)
+    assert ((sub >= 0) & (sub < size)).all()
+    assert (np.diff(sub, axis=1) > 0).all()  # distinct
+    _, counts = np.unique(sub, axis=0, return_counts=True)
+    assert len(counts) == n_subsets
+    expected = (rows // 2) / n_subsets
+    assert np.abs(counts / expected - 1).max() < 0.05, counts
+
+
 def test_invariants(run2):
   _, _, r = run2
   tok = tokenization.FullTokenizer(VOCAB)

@@ -311,6 +311,17 @@ def varint(n):
       return bytes(out)
 
 
+def varint_table(n):
+  """``[varint(i) for i in range(n)]``, built without a call per entry."""
+  lo = min(n, 128)
+  mid = min(n, 1 << 14)
+  hi = min(n, 1 << 21)
+  return ([bytes((i,)) for i in range(lo)] +
+          [bytes((i & 0x7F | 0x80, i >> 7)) for i in range(lo, mid)] +
+          [bytes((i & 0x7F | 0x80, (i >> 7) & 0x7F | 0x80, i >> 14)) for i in range(mid, hi)] +
+          [varint(i) for i in range(hi, n)])
+
+
 def _len_delimited(tag, payload):
   return tag + varint(len(payload)) + payload
 
@@ -334,7 +345,7 @@ class RecordEncoder:
   def __init__(self, max_token_id, max_seq_length, max_predictions_per_seq):
     self.max_seq_length = max_seq_length
     self.max_predictions_per_seq = max_predictions_per_seq
-    self._var = [varint(i) for i in range(max(max_token_id, max_seq_length) + 1)]
+    self._var = varint_table(max(max_token_id, max_seq_length) + 1)
     self._key = {name: b"\x0a" + varint(len(name)) + name.encode() + b"\x12"
                  for name in FEATURE_NAMES}
     self._fixed = {}

@@ -33,7 +33,8 @@ Differences from faithful mode (documented and tested):
    "actual next" takes the following segment as B (or, at the end of a
    document, splits the segment at a random token). The original always
    makes such chunks random-next (55% random next on Austen).
-4. Masking is vectorized with numpy: a uniformly random subset of
+4. Masking is vectorized with numpy: a uniformly random subset
+   (:func:`random_subsets`) of
    ``min(max_predictions_per_seq, max(1, round(len * masked_lm_prob)))``
    non-special positions (all of them if fewer), then one uniform draw per
    position for 80% ``[MASK]`` / 10% kept / 10% random vocab entry; the
@@ -55,6 +56,7 @@ import random
 import sys
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 from bert_tf import tokenization
 from bert_tf.data import fast_pretraining_data as fast
@@ -117,8 +119,36 @@ def iter_shard_documents(input_files, shard, num_shards, tokenizer, on_bytes=Non
     on_bytes(pending)
 
 
+def random_subsets(rng, c, m, width, fill):
+  """A uniformly random ``m[i]``-subset of ``range(c[i])`` for every row ``i``.
+
+  Floyd's algorithm (Bentley & Floyd, CACM 1987), one step for all rows at
+  a time: step ``s`` draws ``t`` uniformly from ``[0, c - m + s]`` and takes
+  ``t``, or ``c - m + s`` if ``t`` is already taken. Float64 draws make the
+  floor exact for ``c < 2**29``.
+
+  Args:
+    rng: ``numpy.random.Generator``.
+    c, m: int64 [rows], ``0 <= m <= c``, ``m <= width``.
+    width: columns of the result; fill: the value of unused columns.
+
+  Returns:
+    int64 [rows, width]: row ``i`` holds its subset (in draw order) in the
+    first ``m[i]`` columns, ``fill`` after them.
+  """
+  rows = len(c)
+  u = rng.random((rows, width))
+  chosen = np.full((rows, width), fill, np.int64)
+  for step in range(int(m.max(initial=0))):
+    top = c - m + step  # this step draws from [0, top]
+    t = (u[:, step] * (top + 1)).astype(np.int64)
+    dup = (chosen[:, :step] == t[:, None]).any(axis=1)
+    chosen[:, step] = np.where(step < m, np.where(dup, top, t), fill)
+  return chosen
+
+
 class _Window:
-  """Documents of one window, flattened into one int32 array."""
+  """Documents of one window, flattened into one int64 array."""
 
   def __init__(self, documents):
     self.seg_starts = []  # per document: list of flat offsets of its segments
@@ -134,7 +164,7 @@ class _Window:
         pieces.extend(seg)
       self.seg_starts.append(starts)
       self.seg_lens.append(lens)
-    self.flat = np.array(pieces, dtype=np.int32)
+    self.flat = np.array(pieces, dtype=np.int64)
 
 
 def _max_vocab_id(vocab, vocab_file=None):
@@ -263,40 +293,36 @@ class ShardMaker:
     fb = self.np_rng.binomial(tb, 0.5)
     return a_s + fa, a_l - ta, b_s + fb, b_l - tb
 
-  def _encode_batch(self, flat, a_s, a_l, b_s, b_l, lab):
-    """Packs, masks and serializes one batch of instance spans: list of bytes."""
+  def _encode_batch(self, flat_padded, a_s, a_l, b_s, b_l, lab):
+    """Packs, masks and serializes one batch of instance spans: list of bytes.
+
+    ``flat_padded`` is the window's tokens (int64) with ``max_seq_length``
+    zeros before and after.
+    """
     rows = len(a_s)
     big_l = self.max_seq_length
     max_pred = self.max_predictions_per_seq
+    # Row i of `win` is flat_padded[i:i + big_l]: one row gather per segment.
+    win = sliding_window_view(flat_padded, big_l)
     j = np.arange(big_l)[None, :]
     la, lb = a_l[:, None], b_l[:, None]
     in_a = (j >= 1) & (j <= la)
     in_b = (j >= la + 2) & (j < la + 2 + lb)
-    # One gather from the window's tokens; index -1 reads the appended 0 (pad).
-    src = np.where(in_a, a_s[:, None] + j - 1, np.where(in_b, b_s[:, None] + j - la - 2, -1))
-    ids = np.append(flat, 0)[src]
+    # Position j of A reads flat[a_s + j - 1], of B flat[b_s + j - la - 2].
+    ids = np.where(in_a, win[a_s + (big_l - 1)],
+                   np.where(in_b, win[b_s - a_l + (big_l - 2)], 0))
     r = np.arange(rows)
     ids[:, 0] = self.cls_id
     ids[r, a_l + 1] = self.sep_id
     ids[r, a_l + b_l + 2] = self.sep_id
     n = a_l + b_l + 3
-    cand = in_a | in_b
-    k = np.minimum(max_pred, np.maximum(1, np.rint(n * self.masked_lm_prob).astype(np.int64)))
-    # A uniformly random subset: the max_pred smallest random keys among the
-    # candidates (non-candidates get key 2), then the first k of them.
-    keys = self.np_rng.random((rows, big_l), dtype=np.float32)
-    keys[~cand] = 2.0
-    if max_pred < big_l:
-      part = np.argpartition(keys, max_pred - 1, axis=1)[:, :max_pred]
-      order = np.take_along_axis(part, np.argsort(
-          np.take_along_axis(keys, part, axis=1), axis=1), axis=1)
-    else:
-      order = np.argsort(keys, axis=1)[:, :max_pred]
-    valid = (np.arange(max_pred)[None, :] < k[:, None]) & (
-        np.take_along_axis(keys, order, axis=1) < 2.0)
-    pos = np.sort(np.where(valid, order, big_l), axis=1)
+    c = a_l + b_l  # candidates: every A and B position
+    m = np.minimum(np.minimum(max_pred, np.maximum(
+        1, np.rint(n * self.masked_lm_prob).astype(np.int64))), c)
+    chosen = random_subsets(self.np_rng, c, m, max_pred, fill=big_l)
+    # Candidate index -> position (A is 1..la, B starts at la + 2), sorted.
+    pos = np.sort(np.where(chosen < big_l, chosen + 1 + (chosen >= la), big_l), axis=1)
     valid = pos < big_l
-    m = valid.sum(axis=1)
     posc = np.where(valid, pos, 0)
     labels = np.where(valid, np.take_along_axis(ids, posc, axis=1), 0)
     u = self.np_rng.random((rows, max_pred), dtype=np.float32)
@@ -320,10 +346,12 @@ class ShardMaker:
     win = _Window(documents)
     a_s, a_l, b_s, b_l, lab = self._pairs(win)
     a_s, a_l, b_s, b_l = self._truncate(a_s, a_l, b_s, b_l)
+    pad = np.zeros(self.max_seq_length, np.int64)
+    flat_padded = np.concatenate([pad, win.flat, pad])
     records = []
     for start in range(0, len(a_s), _BATCH):
       sl = slice(start, start + _BATCH)
-      records.extend(self._encode_batch(win.flat, a_s[sl], a_l[sl], b_s[sl], b_l[sl],
+      records.extend(self._encode_batch(flat_padded, a_s[sl], a_l[sl], b_s[sl], b_l[sl],
                                         lab[sl]))
     perm = self.np_rng.permutation(len(records))
     return [records[i] for i in perm]
@@ -333,8 +361,8 @@ class _Varints:
   """Row-wise packed protobuf varints of int arrays with values in ``[0, max_value]``.
 
   One table lookup per value gives its varint bytes (``max_value < 2**21``:
-  at most 3, held little-endian in a uint32) and byte count; one
-  ``compress`` drops the unused bytes.
+  at most 3, held little-endian in a uint32), another which of those 4 bytes
+  are used; one ``compress`` drops the unused ones.
   """
 
   def __init__(self, max_value):
@@ -343,21 +371,19 @@ class _Varints:
     self.table = ((v & 0x7F) | ((nb > 1).astype(np.uint32) << 7) |
                   (((v >> 7) & 0x7F) << 8) | ((nb > 2).astype(np.uint32) << 15) |
                   ((v >> 14) << 16))
-    self.nbytes = nb
-    self.slots = np.arange(4, dtype=np.int8)[None, :]
+    # keep[v] viewed as 4 bools: which of the 4 bytes of table[v] are used.
+    self.keep = (np.arange(4)[None, :] < nb[:, None]).astype(np.uint8).view(np.uint32).ravel()
 
   def __call__(self, values):
-    """``(buffer, offsets)``: row ``i`` of ``values`` [rows, cols] is
+    """``(buffer, offsets)``: row ``i`` of ``values`` [rows, cols] (int64) is
     ``buffer[offsets[i]:offsets[i+1]]``."""
     rows, cols = values.shape
     if values.size and int(values.max()) < 128:  # one byte each
       return values.astype(np.uint8).tobytes(), list(range(0, rows * cols + 1, cols))
-    flat = values.ravel()
-    nb = self.nbytes[flat]
-    buf = self.table[flat].view(np.uint8).compress(
-        (self.slots < nb[:, None]).ravel()).tobytes()
+    keep = self.keep[values].view(bool)
+    buf = self.table[values].view(np.uint8).compress(keep.ravel()).tobytes()
     offsets = np.zeros(rows + 1, np.int64)
-    np.cumsum(nb.reshape(rows, cols).sum(axis=1, dtype=np.int64), out=offsets[1:])
+    np.cumsum(keep.reshape(rows, 4 * cols).sum(axis=1, dtype=np.int64), out=offsets[1:])
     return buf, offsets.tolist()
 
 

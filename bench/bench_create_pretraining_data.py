@@ -20,7 +20,9 @@ peak RSS grows with the corpus.
 
 The machine may be shared: wall-clock figures then include waiting for a
 core; CPU-time figures do not. Our modes run ``--repeats`` times each and the
-run with the median wall time is reported (all wall times are listed). With ``--verify`` the faithful output is
+run with the median wall time is reported (all wall times are listed); with
+``--rounds=N`` the original and then each of our modes run N times in turn,
+and each speedup is the median of the N per-round ratios (listed). With ``--verify`` the faithful output is
 compared with the original's, parsed, record by record.
 
 Run by hand (not a test)::
@@ -32,6 +34,7 @@ Run by hand (not a test)::
 import argparse
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -116,6 +119,10 @@ def main():
                  help="runs of each of our modes (the median by wall time is "
                       "reported: ours take seconds, so one neighbour's burst "
                       "would otherwise decide the figure)")
+  p.add_argument("--rounds", type=int, default=1,
+                 help="rounds of (original, then each of our modes): the speedups are "
+                      "medians over rounds of each round's ratio, so a neighbour's "
+                      "burst shifts both sides of a ratio, not one")
   p.add_argument("--skip_original", action="store_true")
   p.add_argument("--skip_2x", action="store_true")
   p.add_argument("--verify", action="store_true",
@@ -138,31 +145,49 @@ def main():
         (args.corpus, len(data) / 1e6, data.count(b"\n"), args.dupe_factor,
          os.cpu_count(), os.getloadavg()[0]), flush=True)
 
-  rows = []
-  if not args.skip_original:
-    rows.append(("original (bert-tensorflow 1.0.4)",
-                 run_original(corpus, os.path.join(workdir, "orig.tfrecord"), args, workdir)))
-    print("  original done", flush=True)
-  rows.append(("faithful (default)", run_ours(corpus, os.path.join(workdir, "ours.tfrecord"),
-                                              args, workdir, 0, "faithful")))
-  for w in (1, 2):
-    rows.append(("scalable --num_workers=%d" % w,
-                 run_ours(corpus, os.path.join(workdir, "sc%d" % w), args, workdir, w,
-                          "scalable%d" % w)))
-  base = rows[0][1] if not args.skip_original else None
+  modes = [("faithful (default)", 0, "faithful"), ("scalable --num_workers=1", 1, "scalable1"),
+           ("scalable --num_workers=2", 2, "scalable2")]
+  rounds = []  # per round: {name: result}
+  for rnd in range(args.rounds):
+    got = {}
+    if not args.skip_original:
+      got["original"] = run_original(corpus, os.path.join(workdir, "orig.tfrecord"), args,
+                                     workdir)
+      print("  round %d: original %.1f s" % (rnd + 1, got["original"]["wall"]), flush=True)
+    for name, w, tag in modes:
+      out = os.path.join(workdir, "ours.tfrecord" if w == 0 else "sc%d" % w)
+      got[name] = run_ours(corpus, out, args, workdir, w, tag)
+      print("  round %d: %s %.1f s" % (rnd + 1, name, got[name]["wall"]), flush=True)
+    rounds.append(got)
+  rows = ([("original (bert-tensorflow 1.0.4)", "original")] if not args.skip_original
+          else []) + [(name, name) for name, _, _ in modes]
   print()
   print("| mode | instances | wall s | CPU s | inst/s (wall) | inst/s (CPU) | "
         "speedup wall | speedup CPU | peak RSS MB |")
   print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
-  for name, r in rows:
+
+  def speedups(key, field):
+    """Per round: (our instances / field) / (original's instances / field)."""
+    return [(g[key]["instances"] / g[key][field]) /
+            (g["original"]["instances"] / g["original"][field]) for g in rounds]
+
+  for label, key in rows:
+    runs = [g[key] for g in rounds]
+    r = sorted(runs, key=lambda x: x["wall"])[len(runs) // 2]  # median round
     ips_w, ips_c = r["instances"] / r["wall"], r["instances"] / r["cpu"]
-    if base:
-      sw = "%.1fx" % (ips_w / (base["instances"] / base["wall"]))
-      sc = "%.1fx" % (ips_c / (base["instances"] / base["cpu"]))
-    else:
+    if args.skip_original:
       sw = sc = "-"
+    else:
+      ws, cs = speedups(key, "wall"), speedups(key, "cpu")
+      sw = "%.1fx" % statistics.median(ws)
+      sc = "%.1fx" % statistics.median(cs)
+      if len(rounds) > 1:
+        sw += " [%s]" % "/".join("%.1f" % x for x in ws)
+    detail = r["rss_detail"]
+    if len(rounds) > 1:
+      detail += " {walls %s}" % "/".join("%.1f" % x["wall"] for x in runs)
     print("| %s | %d | %.1f | %.1f | %.0f | %.0f | %s | %s | %s |" %
-          (name, r["instances"], r["wall"], r["cpu"], ips_w, ips_c, sw, sc, r["rss_detail"]))
+          (label, r["instances"], r["wall"], r["cpu"], ips_w, ips_c, sw, sc, detail))
   if args.verify and not args.skip_original:
     n1, n2, diff = verify(os.path.join(workdir, "orig.tfrecord"),
                           os.path.join(workdir, "ours.tfrecord"))
@@ -175,7 +200,7 @@ def main():
     print("|---|---:|---:|---|---|")
     for w, name in ((1, "scalable --num_workers=1"), (2, "scalable --num_workers=2"),
                     (0, "faithful (default)")):
-      one = [r for n, r in rows if n == name][0]
+      one = rounds[-1][name]
       two = run_ours(double, os.path.join(workdir, "x2_%d" % w), args, workdir, w,
                      "x2_%d" % w)
       print("| %s | %d | %d | %s | %s |" % (name, one["instances"], two["instances"],

@@ -239,6 +239,19 @@ def test_memo_tokenizer_equals_reference_on_real_text():
       assert cased.tokenize(line) == cased_ref.tokenize(line)
 
 
+@pytest.mark.parametrize("lower", [True, False])
+def test_memo_tokenizer_prefilled_ids_equal_reference(lower):
+  """The id cache seeded from the vocab (before any text) holds exactly the
+  reference's ids for each seeded word, capitalized forms included."""
+  ref = tokenization.FullTokenizer(VOCAB, do_lower_case=lower)
+  memo = fast.MemoTokenizer(tokenization.FullTokenizer(VOCAB, do_lower_case=lower))
+  seeded = dict(memo._ids)  # pylint: disable=protected-access
+  assert len(seeded) > (40000 if lower else 20000)
+  assert ("The" in seeded) == lower and "the" in seeded
+  for word, ids in seeded.items():
+    assert list(ids) == ref.convert_tokens_to_ids(ref.tokenize(word)), word
+
+
 def test_read_lines_across_blocks(tmp_path):
   """Lines end at "\\n" only (GFile.readline), bad UTF-8 bytes are dropped per
   line, and block boundaries (here every 7 bytes) change nothing."""

@@ -104,6 +104,27 @@ class MemoTokenizer:
     self._tokens = {}
     self._ids = {}
     self._max_cache_words = max_cache_words
+    self._prefill_ids()
+
+  def _prefill_ids(self):
+    """Seeds the id cache with the vocab's whole-word entries.
+
+    A word of ASCII lower-case letters and digits that is itself a vocab
+    entry is its own tokenization (cleaning, lower-casing, accent stripping
+    and punctuation splitting leave it unchanged; WordPiece's longest match is
+    the whole word), and so is its capitalized form when lower-casing. Most
+    running words of English text are such words, so most cache misses (a
+    reference tokenization each) are gone before the first line.
+    """
+    lower = self.full_tokenizer.do_lower_case
+    max_chars = self.full_tokenizer.wordpiece_tokenizer.max_input_chars_per_word
+    ids = self._ids
+    for word, i in self.vocab.items():
+      if (word.isascii() and word.isalnum() and len(word) <= max_chars and
+          (word.islower() or word.isdigit())):
+        ids[word] = (i,)
+        if lower and not word.isdigit():
+          ids[word.capitalize()] = (i,)
 
   def _word_tokens(self, word):
     """Tokens of one cleaned, whitespace-free word (a cache miss).

@@ -67,12 +67,18 @@ def load_vocab(vocab_file):
     raise VocabError("cannot read vocab file %r: %s" % (vocab_file, e)) from e
   if lines and lines[-1] == b"":
     lines.pop()  # readline() semantics: a trailing newline adds no line.
-  for index, raw in enumerate(lines):
-    token = convert_to_unicode(raw).strip()
-    if token in vocab:
-      logging.warning("%s line %d: duplicate vocab token %r (first on line %d)",
-                      os.fspath(vocab_file), index + 1, token, vocab[token] + 1)
-    vocab[token] = index
+  # Decoding the joined lines equals decoding each line: "\n" is never part of
+  # a (valid or dropped) UTF-8 sequence.
+  tokens = [t.strip() for t in convert_to_unicode(b"\n".join(lines)).split("\n")]
+  vocab.update(zip(tokens, range(len(tokens))))
+  if len(vocab) != len(tokens):  # duplicates: the last line's id wins
+    first = {}
+    for index, token in enumerate(tokens):
+      if token in first:
+        logging.warning("%s line %d: duplicate vocab token %r (first on line %d)",
+                        os.fspath(vocab_file), index + 1, token, first[token] + 1)
+      else:
+        first[token] = index
   if not vocab:
     raise VocabError("vocab file %r is empty" % vocab_file)
   return vocab

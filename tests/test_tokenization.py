@@ -71,15 +71,22 @@ def test_vocab_errors(tmp_path):
     tokenization.FullTokenizer(str(bad))
 
 
-def test_vocab_lines_are_stripped_as_original(tmp_path, original_bert):
+def test_vocab_lines_are_stripped_as_original(tmp_path, original_bert, caplog):
   from bert import tokenization as orig  # pylint: disable=g-import-not-at-top
   v = tmp_path / "vocab.txt"
   v.write_text("[PAD]\n [UNK] \n[CLS]\t\n[SEP]\n[MASK]\nhello \n##s\n")
   assert tokenization.load_vocab(str(v)) == orig.load_vocab(str(v))
   # Duplicates: id = line number (embedding row), unlike 1.0.4 (BUILD_NOTES.md).
   v.write_text("[PAD]\nhello\nhello\nworld\n")
-  assert tokenization.load_vocab(str(v)) == {"[PAD]": 0, "hello": 2, "world": 3}
+  with caplog.at_level("WARNING"):
+    got = tokenization.load_vocab(str(v))
+  assert got == {"[PAD]": 0, "hello": 2, "world": 3} and list(got) == ["[PAD]", "hello", "world"]
+  assert "line 3: duplicate vocab token 'hello' (first on line 2)" in caplog.text
   assert orig.load_vocab(str(v))["world"] == 2
+  # Bad UTF-8 bytes are dropped per line, as convert_to_unicode intends (the
+  # original under TF 2 raises instead: BUILD_NOTES deviation 6).
+  v.write_bytes(b"[PAD]\nab\xe2\n\xffcd\nx\xe2\x82\n")
+  assert tokenization.load_vocab(str(v)) == {"[PAD]": 0, "ab": 1, "cd": 2, "x": 3}
 
 
 def _in_graph_tokens(pre, ref, texts):

@@ -81,6 +81,9 @@ class _CharMap(dict):
 _ASCII_PUNC_SPLIT = re.compile(r"[!-/:-@\[-`{-~]|[^!-/:-@\[-`{-~]+")
 
 
+_PLAIN_WORD = re.compile(r"^[a-z0-9]+$", re.M)
+
+
 class MemoTokenizer:
   """Exact, memoized :class:`bert_tf.tokenization.FullTokenizer`.
 
@@ -118,13 +121,13 @@ class MemoTokenizer:
     """
     lower = self.full_tokenizer.do_lower_case
     max_chars = self.full_tokenizer.wordpiece_tokenizer.max_input_chars_per_word
-    ids = self._ids
-    for word, i in self.vocab.items():
-      if (word.isascii() and word.isalnum() and len(word) <= max_chars and
-          (word.islower() or word.isdigit())):
-        ids[word] = (i,)
-        if lower and not word.isdigit():
-          ids[word.capitalize()] = (i,)
+    vocab, ids = self.vocab, self._ids
+    joined = "\n".join(vocab)
+    # ASCII lower-case letters and digits only (str.islower() or isdigit()).
+    seeded = {w: (vocab[w],) for w in _PLAIN_WORD.findall(joined) if len(w) <= max_chars}
+    ids.update(seeded)
+    if lower:
+      ids.update({w.capitalize(): i for w, i in seeded.items() if not w.isdigit()})
 
   def _word_tokens(self, word):
     """Tokens of one cleaned, whitespace-free word (a cache miss).

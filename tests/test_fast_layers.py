@@ -68,3 +68,6 @@ def test_dropout_layer_draws_a_new_mask_per_call():
   assert abs((a == 0).mean() - 0.25) < 0.03 and (a != b).any()
   np.testing.assert_array_equal(d(x, training=False).numpy(), x.numpy())
   np.testing.assert_array_equal(layers.Dropout(1.0)(x, training=True).numpy(), 0 * x.numpy())
+  # A noise_shape (one mask per row here) goes through Keras' own dropout.
+  rows = layers.Dropout(0.5, noise_shape=(64, 1), seed=1)(tf.ones([64, 32]), training=True)
+  assert set(np.unique(rows.numpy().std(axis=1))) == {0.0}

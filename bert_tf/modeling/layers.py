@@ -104,11 +104,17 @@ class Dropout(keras.layers.Dropout):
   """``keras.layers.Dropout`` (same seed generator, same seed draws) whose
   mask comes from :func:`dropout`. Source: the original's ``dropout()`` in
   ``modeling.py`` (``tf.nn.dropout``): the same distribution, different
-  random numbers."""
+  random numbers. With a ``noise_shape`` it is Keras' layer unchanged.
+
+  Call args: ``inputs`` (float tensor, any shape), ``training`` (bool).
+  Returns: a tensor of ``inputs``' shape and dtype.
+  """
 
   def call(self, inputs, training=False):
     if not training or self.rate <= 0:
       return inputs
+    if self.noise_shape is not None:  # broadcast masks: Keras' own path
+      return super().call(inputs, training=training)
     if self.rate >= 1:
       return tf.zeros_like(inputs)
     seed = self.seed_generator.next()

@@ -22,8 +22,9 @@ The machine may be shared: wall-clock figures then include waiting for a
 core; CPU-time figures do not. Our modes run ``--repeats`` times each and the
 run with the median wall time is reported (all wall times are listed); with
 ``--rounds=N`` the original and then each of our modes run N times in turn,
-and each speedup is the median of the N per-round ratios (listed). With ``--verify`` the faithful output is
-compared with the original's, parsed, record by record.
+and each speedup is the median of the N per-round ratios (listed). With
+``--verify`` the faithful output is compared with the original's, parsed,
+record by record.
 
 Run by hand (not a test)::
 

@@ -444,7 +444,8 @@ def create_sharded(input_files, output_file, vocab_file, do_lower_case=True,
   Args:
     input_files: list of paths (documents continue across files).
     output_file: shard ``s`` goes to ``<output_file>-%05d-of-%05d``.
-    num_workers: worker processes (``spawn``; at most ``num_shards`` used).
+    num_workers: worker processes (forked or spawned, see below; at most
+      ``num_shards`` used).
     num_shards: default ``num_workers``.
     window_tokens: tokens per window (memory bound; random-next pool).
     progress: optional callable ``(bytes_done, bytes_total)``.

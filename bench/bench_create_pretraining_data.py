@@ -48,7 +48,7 @@ DEFAULT_VOCAB = os.path.join(ROOT, "data", "vocab", "uncased_vocab.txt")
 def _timed(cmd, workdir, name):
   """Runs ``cmd`` under /usr/bin/time; returns (stdout+stderr, wall, cpu, maxrss_mb)."""
   tfile = os.path.join(workdir, name + ".time")
-  env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
   proc = subprocess.run(["/usr/bin/time", "-f", "%e %U %S %M", "-o", tfile] + cmd,
                         cwd=workdir, env=env, capture_output=True, text=True)
   if proc.returncode != 0:
@@ -98,7 +98,6 @@ def _run_ours_once(corpus, out, args, workdir, workers, name):
 
 def verify(a, b):
   """Number of records of TFRecord ``a`` and ``b`` and how many differ (parsed)."""
-  sys.path.insert(0, ROOT)
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
   def feats(path):

@@ -17,7 +17,6 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
 import bert_tf  # noqa: E402,F401  (sets the Keras backend)
 from bert_tf.data import dynamic_masking as dm  # noqa: E402

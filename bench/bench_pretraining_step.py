@@ -59,7 +59,6 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import bert_tf  # noqa: E402,F401  (sets KERAS_BACKEND=tensorflow)

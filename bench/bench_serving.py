@@ -29,7 +29,6 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -43,7 +42,7 @@ import tensorflow_text  # noqa: F401  pylint: disable=unused-import,g-import-not
 from bert_tf import checkpoints  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf import classifier  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf import preprocessing  # pylint: disable=g-import-not-at-top,wrong-import-position
-from export import saved_model  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bert_tf.export import saved_model  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FLAGS = flags.FLAGS

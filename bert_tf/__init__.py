@@ -1,11 +1,50 @@
 """bert_tf: BERT (Devlin et al., 2018) for TensorFlow 2 / Keras 3.
 
+The public API, imported lazily (``import bert_tf`` loads no TensorFlow, so
+the TF-free pretraining-data workers stay light):
+
+  >>> import bert_tf
+  >>> config = bert_tf.BertConfig.from_preset("tiny")        # doctest: +SKIP
+  >>> encoder = bert_tf.BertEncoder(config)                    # doctest: +SKIP
+  >>> pre = bert_tf.BertPreprocessor("vocab.txt", max_seq_length=128)  # doctest: +SKIP
+
 Importing the package selects the TensorFlow backend of Keras 3.
 """
 
+import importlib
 import os
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 __version__ = "0.1.0"
+
+# public name -> module that defines it
+_API = {
+    "BertConfig": "bert_tf.config",
+    "FullTokenizer": "bert_tf.tokenization",
+    "BertPreprocessor": "bert_tf.preprocessing",
+    "BertEncoder": "bert_tf.modeling.encoder",
+    "BertPretrainer": "bert_tf.modeling.models",
+    "BertClassifier": "bert_tf.modeling.models",
+    "build_pretrainer": "bert_tf.modeling.models",
+    "build_classifier": "bert_tf.modeling.models",
+    "create_optimizer": "bert_tf.optimization",
+    "AdamWeightDecay": "bert_tf.optimization",
+    "load_encoder_weights": "bert_tf.checkpoints",
+    "BertTfError": "bert_tf.errors",
+}
+
+__all__ = sorted(_API) + ["__version__"]
+
+
+def __getattr__(name):
+  if name in _API:
+    value = getattr(importlib.import_module(_API[name]), name)
+    globals()[name] = value
+    return value
+  raise AttributeError("module 'bert_tf' has no attribute %r" % name)
+
+
+def __dir__():
+  return sorted(set(globals()) | set(__all__))

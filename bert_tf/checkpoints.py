@@ -17,10 +17,10 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import config as config_lib
+from bert_tf import errors
 
 
-class CheckpointError(ValueError):
-  """A checkpoint is missing, unreadable, or does not fit the model."""
+CheckpointError = errors.CheckpointError  # re-exported; defined in bert_tf.errors
 
 
 # Hugging Face "hidden_act" -> ours. HF "gelu" is the exact (erf) GELU.
@@ -192,7 +192,7 @@ def load_tf1_checkpoint(named_variables, ckpt_path, allow_missing=()):
   _assign_all(pairs, "checkpoint %r" % ckpt_path)
 
 
-def _tf1_variable_names(path):
+def tf1_variable_names(path):
   """``{name: shape}`` of a name-based checkpoint, or {} if unreadable."""
   try:
     return tf.train.load_checkpoint(path).get_variable_to_shape_map()
@@ -202,7 +202,7 @@ def _tf1_variable_names(path):
 
 def is_tf1_checkpoint(path):
   """True when ``path`` is a TF1 name-based checkpoint holding ``bert/`` names."""
-  return "bert/embeddings/word_embeddings" in _tf1_variable_names(path)
+  return "bert/embeddings/word_embeddings" in tf1_variable_names(path)
 
 
 def restore_object_checkpoint(ckpt_path, source, **objects):
@@ -310,64 +310,3 @@ def shrink_tf1_checkpoint(src, dst, keep_optimizer_slots=False):
   keep = [n for n in names if keep_optimizer_slots or not n.endswith(SLOT_SUFFIXES)]
   save_tf1_checkpoint([(n, reader.get_tensor(n)) for n in keep], dst)
   return dst, len(keep), len(names) - len(keep)
-
-
-def convert_checkpoint(src, dst, output_format, bert_config_file=None):
-  """Converts BERT weights between the supported formats.
-
-  Args:
-    src: a Hugging Face BERT directory, an original TF1 checkpoint, or one
-      of ours (prefix or directory).
-    dst: output prefix (TF1 format: e.g. ``out/bert_model.ckpt``; ours: a
-      checkpoint prefix such as ``out/ckpt``). ``bert_config.json`` is written
-      beside it.
-    output_format: ``ours`` or ``tf1``.
-    bert_config_file: required unless ``src`` is a Hugging Face directory.
-
-  Returns:
-    a string describing what was written. Encoder weights always; the
-    pretraining heads (``cls/...``) when the source has them. Optimizer
-    slots are never copied (use :func:`shrink_tf1_checkpoint` for TF1 -> TF1).
-
-  Raises:
-    CheckpointError / ConfigError: naming the file and the problem.
-  """
-  from bert_tf import pretraining  # pylint: disable=g-import-not-at-top
-  if output_format not in ("ours", "tf1"):
-    raise CheckpointError("--output_format must be 'ours' or 'tf1', got %r"
-                          % output_format)
-  hf = is_hf_dir(src)
-  if hf:
-    config = read_hf_config(src)
-  elif bert_config_file:
-    config = config_lib.BertConfig.from_json_file(bert_config_file)
-  else:
-    raise CheckpointError("--bert_config_file is required for %r" % src)
-  model = pretraining.build_pretrainer(config)
-  with_heads = False
-  tf1_names = {} if hf else _tf1_variable_names(src)
-  if hf:
-    load_hf_weights(model.encoder, src)
-  elif "bert/embeddings/word_embeddings" in tf1_names:
-    with_heads = "cls/predictions/output_bias" in tf1_names
-    load_tf1_checkpoint(pretrainer_variables(model), src,
-                        allow_missing=() if with_heads else ("cls/",))
-  else:
-    try:
-      restore_object_checkpoint(src, "--input", model=model)
-      with_heads = True
-    except CheckpointError:
-      restore_object_checkpoint(src, "--input", encoder=model.encoder)
-  named = pretrainer_variables(model) if with_heads else encoder_variables(model.encoder)
-  config.to_json_file(os.path.join(os.path.dirname(os.path.abspath(dst)),
-                                   "bert_config.json"))
-  if output_format == "tf1":
-    save_tf1_checkpoint(named, dst)
-  else:
-    objects = {"encoder": model.encoder}
-    if with_heads:
-      objects["model"] = model
-    tf.train.Checkpoint(**objects).write(dst)
-  return "%d variables (%s) -> %s [%s]" % (
-      len(named), "encoder + pretraining heads" if with_heads else "encoder",
-      dst, output_format)

@@ -110,12 +110,7 @@ def set_dtype_policy(dtype):
   keras.config.set_dtype_policy(dtype)
 
 
-def build_classifier(config, num_labels):
-  """A :class:`BertClassifier` with its weights created (num_labels 1: regression)."""
-  model = models.BertClassifier(config, num_labels)
-  model(model.encoder.dummy_inputs())
-  return model
-
+build_classifier = models.build_classifier  # moved to bert_tf.modeling.models
 
 
 _PREDICT_FNS = weakref.WeakKeyDictionary()
@@ -493,7 +488,7 @@ def run_classifier(params, strategy, do_train=True, do_eval=True, do_predict=Fal
     print_fn("wrote %s" % ", ".join(files))
 
   if params.export_dir:
-    from export import saved_model  # pylint: disable=g-import-not-at-top
+    from bert_tf.export import saved_model  # pylint: disable=g-import-not-at-top
     path = saved_model.export_classifier(
         model, preprocessor, None if task.is_regression else task.labels,
         params.export_dir, task.name, task.is_pair,

@@ -15,12 +15,12 @@ import json
 import os
 
 from bert_tf import io_utils
+from bert_tf import errors
 
 ACTIVATIONS = ("gelu", "gelu_exact", "relu", "tanh", "linear")
 
 
-class ConfigError(ValueError):
-  """A config file is missing, unreadable or inconsistent."""
+ConfigError = errors.ConfigError  # re-exported; defined in bert_tf.errors
 
 
 @dataclasses.dataclass

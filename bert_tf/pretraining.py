@@ -73,13 +73,7 @@ class PretrainingParams:
   keep_checkpoint_max: int = 3
 
 
-def build_pretrainer(config, nsp=True):
-  """A :class:`BertPretrainer` with its weights created."""
-  model = models.BertPretrainer(config, nsp=nsp)
-  dummy = model.encoder.dummy_inputs()
-  dummy["masked_lm_positions"] = tf.zeros([1, 1], tf.int32)
-  model(dummy)
-  return model
+build_pretrainer = models.build_pretrainer  # moved to bert_tf.modeling.models
 
 
 def loss_normalizers(features):

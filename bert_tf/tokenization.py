@@ -17,12 +17,13 @@ import logging
 import os
 import unicodedata
 
+from bert_tf import errors
+
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 REQUIRED_TOKENS = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 
-class VocabError(ValueError):
-  """A vocab file is missing, unreadable or lacks a required token."""
+VocabError = errors.VocabError  # re-exported; defined in bert_tf.errors
 
 
 def convert_to_unicode(text):

@@ -36,14 +36,14 @@ from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset as bvd
 from bert_tf import io_utils
 from bert_tf import preprocessing
 from bert_tf.data import pretraining_data
+from bert_tf import errors
 
 ORIGINAL_NUM_UNUSED = 994
 NUM_UNUSED_BEFORE_UNK = 99
 SPECIALS = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 
-class VocabBuildError(ValueError):
-  """Bad arguments or input for vocabulary learning (names the flag or file)."""
+VocabBuildError = errors.VocabBuildError  # re-exported; defined in bert_tf.errors
 
 
 def special_layout(num_unused):

@@ -18,13 +18,13 @@ import tensorflow as tf
 from bert_tf import classifier
 from bert_tf import config as config_lib
 from bert_tf import preprocessing
+from bert_tf import errors
 
 RUN_CONFIG = "classifier_config.json"
 BEST_DIR = "best"  # bert_tf.classifier.BEST_DIR
 
 
-class FineTunedDirError(ValueError):
-  """A fine-tuned directory that is missing a file or a checkpoint."""
+FineTunedDirError = errors.FineTunedDirError  # re-exported; defined in bert_tf.errors
 
 
 @dataclasses.dataclass

@@ -51,8 +51,8 @@ import tensorflow as tf
 
 from bert_tf import io_utils
 from bert_tf import preprocessing
-from export import serving_ops
-from export import warmup
+from bert_tf.export import serving_ops
+from bert_tf.export import warmup
 
 METADATA_FILE = "bert_tf_export.json"
 WARMUP_SENTENCES = ("A gorgeous, witty, seductive movie.", "",

@@ -8,7 +8,6 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -53,7 +52,6 @@ def run_tool(args, cwd=ROOT, check=True, env=None):
   """Runs ``python args...`` with the project's interpreter; returns the result."""
   e = dict(os.environ)
   e.update(env or {})
-  e["PYTHONPATH"] = ROOT
   proc = subprocess.run([sys.executable] + list(args), cwd=cwd, env=e,
                         capture_output=True, text=True, timeout=1800)
   if check and proc.returncode != 0:

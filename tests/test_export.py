@@ -26,10 +26,10 @@ from bert_tf import classifier
 from bert_tf import config as config_lib
 from bert_tf import preprocessing
 from conftest import MOVIE_DIR, ROOT, TINY_CONFIG, VOCAB, copy_slice, run_tool
-from export import fine_tuned
-from export import saved_model
-from export import serving_ops
-from export import warmup
+from bert_tf.export import fine_tuned
+from bert_tf.export import saved_model
+from bert_tf.export import serving_ops
+from bert_tf.export import warmup
 
 SEQ = 32
 LABELS = ["0", "1"]

@@ -230,7 +230,7 @@ def test_multi_worker_mirrored_two_processes(records, tmp_path):
   ports = free_ports(2)
   cluster = {"worker": ["127.0.0.1:%d" % p for p in ports]}
   out = str(tmp_path / "out")
-  env = dict(os.environ, PYTHONPATH=ROOT)
+  env = dict(os.environ)
   procs = []
   for i in range(2):
     e = dict(env, TF_CONFIG=json.dumps({"cluster": cluster,
@@ -288,7 +288,7 @@ def test_sigkill_at_a_random_step_then_resume_is_bit_identical(records, tmp_path
   kill_at = random.randint(4, 8)
   proc = subprocess.Popen(
       [sys.executable] + common + ["--output_dir=" + killed], cwd=ROOT,
-      env=dict(os.environ, PYTHONPATH=ROOT, PYTHONUNBUFFERED="1", **det_env),
+      env=dict(os.environ, PYTHONUNBUFFERED="1", **det_env),
       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
   seen = []
   for line in proc.stdout:

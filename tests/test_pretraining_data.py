@@ -121,7 +121,7 @@ def original_runs(original_bert, tmp_path_factory):
     jobs.append(job)
   with open(os.path.join(d, "jobs.json"), "w") as f:
     json.dump(jobs, f)
-  env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
   proc = subprocess.run([sys.executable, os.path.join(HERE, "original_create_data.py"),
                          d, os.path.join(d, "jobs.json")], cwd=d, env=env,
                         capture_output=True, text=True, timeout=900)

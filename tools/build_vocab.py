@@ -13,7 +13,9 @@ learner on text normalized as the reference BasicTokenizer does). See
 import sys
 import time
 
-import _bootstrap  # pylint: disable=unused-import
+from bert_tf.tools import _startup
+_startup.setup(tensorflow=True)
+
 from absl import app
 from absl import flags
 
@@ -46,5 +48,10 @@ def main(argv):
         (FLAGS.output_file, len(vocab), num_learned, time.time() - start))
 
 
-if __name__ == "__main__":
+def run():
+  """Console-script entry point."""
   app.run(main)
+
+
+if __name__ == "__main__":
+  run()

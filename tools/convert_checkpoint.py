@@ -15,11 +15,14 @@ Optimizer slots are dropped (never copied).
 
 import sys
 
-import _bootstrap  # pylint: disable=unused-import
+from bert_tf.tools import _startup
+_startup.setup(tensorflow=True)
+
 from absl import app
 from absl import flags
 
 from bert_tf import checkpoints
+from bert_tf import convert
 from bert_tf import config as config_lib
 
 FLAGS = flags.FLAGS
@@ -39,11 +42,16 @@ def main(argv):
       dst, kept, dropped = checkpoints.shrink_tf1_checkpoint(FLAGS.input, FLAGS.output)
       print("wrote %s: %d variables kept, %d optimizer slots dropped" % (dst, kept, dropped))
     else:
-      print("wrote " + checkpoints.convert_checkpoint(
+      print("wrote " + convert.convert_checkpoint(
           FLAGS.input, FLAGS.output, FLAGS.output_format, FLAGS.bert_config_file))
   except (checkpoints.CheckpointError, config_lib.ConfigError) as e:
     sys.exit("convert_checkpoint: error: %s" % e)
 
 
-if __name__ == "__main__":
+def run():
+  """Console-script entry point."""
   app.run(main)
+
+
+if __name__ == "__main__":
+  run()

@@ -26,7 +26,9 @@ turns it off).
 import sys
 import time
 
-import _bootstrap  # pylint: disable=unused-import
+from bert_tf.tools import _startup
+_startup.setup(tensorflow=False)
+
 from absl import app
 from absl import flags
 
@@ -145,5 +147,10 @@ def main(argv):
     sys.exit("create_pretraining_data: error: %s" % e)
 
 
-if __name__ == "__main__":
+def run():
+  """Console-script entry point."""
   app.run(main)
+
+
+if __name__ == "__main__":
+  run()

@@ -14,7 +14,9 @@ them on the fly, new ones every epoch.
 import sys
 import time
 
-import _bootstrap  # pylint: disable=unused-import
+from bert_tf.tools import _startup
+_startup.setup(tensorflow=True)
+
 from absl import app
 from absl import flags
 
@@ -56,5 +58,10 @@ def main(argv):
         (num_docs, num_tokens, ",".join(outputs), time.time() - start))
 
 
-if __name__ == "__main__":
+def run():
+  """Console-script entry point."""
   app.run(main)
+
+
+if __name__ == "__main__":
+  run()

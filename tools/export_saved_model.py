@@ -18,7 +18,9 @@ See ``export/saved_model.py`` for the signatures.
 
 import sys
 
-import _bootstrap  # noqa: F401  pylint: disable=unused-import
+from bert_tf.tools import _startup
+_startup.setup(tensorflow=True)
+
 from absl import app
 from absl import flags
 
@@ -40,8 +42,8 @@ flags.mark_flags_as_required(["output_dir", "export_dir"])
 
 def main(argv):
   del argv
-  from export import fine_tuned  # pylint: disable=g-import-not-at-top
-  from export import saved_model  # pylint: disable=g-import-not-at-top
+  from bert_tf.export import fine_tuned  # pylint: disable=g-import-not-at-top
+  from bert_tf.export import saved_model  # pylint: disable=g-import-not-at-top
   try:
     run = fine_tuned.load_fine_tuned(FLAGS.output_dir, FLAGS.checkpoint,
                                      FLAGS.max_seq_length)
@@ -67,5 +69,10 @@ def main(argv):
       "any version (core ops only)" if version == "any" else ">= " + version))
 
 
-if __name__ == "__main__":
+def run():
+  """Console-script entry point."""
   app.run(main)
+
+
+if __name__ == "__main__":
+  run()

@@ -1,6 +1,7 @@
 """Prints predictions of an exported SavedModel for raw sentences.
 
-Imports only TensorFlow and tensorflow-text (no project code), as a client
+Imports only TensorFlow and tensorflow-text (no model or export code; the
+standard-library start-up module only filters TensorFlow's banner), as a client
 or TF Serving would: proof that the export is self-contained. Pair exports
 (inputs ``text_a``, ``text_b``) are recognised from the export's
 ``assets.extra/bert_tf_export.json``; ``--pair`` forces them.
@@ -13,8 +14,10 @@ import json
 import os
 import sys
 
-import tensorflow as tf
-import tensorflow_text  # noqa: F401  (registers the tokenizer ops)
+from bert_tf.tools import _startup  # standard library only: a quiet TF start-up
+
+tf = _startup.import_tensorflow()
+import tensorflow_text  # noqa: F401,E402  pylint: disable=wrong-import-position  (registers the tokenizer ops)
 
 
 def _is_pair(path):
@@ -53,5 +56,10 @@ def main(argv):
                              text))
 
 
-if __name__ == "__main__":
+def run():
+  """Console-script entry point."""
   main(sys.argv)
+
+
+if __name__ == "__main__":
+  run()

@@ -24,11 +24,13 @@ best model kept in ``OUTPUT_DIR/best/``; ``--do_predict`` and
 
 import sys
 
-import _bootstrap  # pylint: disable=unused-import
-import _common
+from bert_tf.tools import _startup
+_startup.setup(tensorflow=True)
+
 from absl import app
 from absl import flags
 
+from bert_tf.tools import _common
 from bert_tf import checkpoints
 from bert_tf import classifier
 from bert_tf import config as config_lib
@@ -112,5 +114,10 @@ def main(argv):
     sys.exit("run_classifier: error: %s" % e)
 
 
-if __name__ == "__main__":
+def run():
+  """Console-script entry point."""
   app.run(main)
+
+
+if __name__ == "__main__":
+  run()

@@ -20,11 +20,13 @@ checkpoint, data position and dropout state included.
 import os
 import sys
 
-import _bootstrap  # pylint: disable=unused-import
-import _common
+from bert_tf.tools import _startup
+_startup.setup(tensorflow=True)
+
 from absl import app
 from absl import flags
 
+from bert_tf.tools import _common
 from bert_tf import checkpoints
 from bert_tf import config as config_lib
 from bert_tf import pretraining
@@ -116,5 +118,10 @@ def main(argv):
     sys.exit("run_pretraining: error: %s" % e)
 
 
-if __name__ == "__main__":
+def run():
+  """Console-script entry point."""
   app.run(main)
+
+
+if __name__ == "__main__":
+  run()

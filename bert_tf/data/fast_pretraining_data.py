@@ -43,13 +43,13 @@ import sys
 
 from bert_tf import io_utils
 from bert_tf import tokenization
+from bert_tf import errors
 
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
                  "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
 
 
-class InputError(ValueError):
-  """Bad input files or flags for pretraining-data creation."""
+InputError = errors.InputError  # re-exported; defined in bert_tf.errors
 
 
 # ---------------------------------------------------------------------------

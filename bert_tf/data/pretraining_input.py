@@ -15,13 +15,13 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.data import pretraining_data
+from bert_tf import errors
 
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
                  "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
 
 
-class RecordError(pretraining_data.InputError):
-  """A pretraining TFRecord that does not parse, or does not fit the flags."""
+RecordError = errors.RecordError  # re-exported; defined in bert_tf.errors
 
 
 def feature_spec(max_seq_length, max_predictions_per_seq):

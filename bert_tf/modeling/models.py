@@ -181,3 +181,35 @@ def next_sentence_loss(logits, next_sentence_labels):
   labels = tf.reshape(tf.cast(next_sentence_labels, tf.int32), [-1])
   return tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(
       labels=labels, logits=logits))
+
+
+def build_pretrainer(config, nsp: bool = True) -> "BertPretrainer":
+  """A :class:`BertPretrainer` with its weights created (one dummy call).
+
+  Args:
+    config: :class:`bert_tf.config.BertConfig`.
+    nsp: build the next-sentence head too.
+
+  Returns:
+    the built model (float32 variables in the original layout).
+  """
+  model = BertPretrainer(config, nsp=nsp)
+  dummy = model.encoder.dummy_inputs()
+  dummy["masked_lm_positions"] = tf.zeros([1, 1], tf.int32)
+  model(dummy)
+  return model
+
+
+def build_classifier(config, num_labels: int) -> "BertClassifier":
+  """A :class:`BertClassifier` with its weights created (num_labels 1: regression).
+
+  Args:
+    config: :class:`bert_tf.config.BertConfig`.
+    num_labels: number of classes (``output_weights`` [num_labels, H]).
+
+  Returns:
+    the built model.
+  """
+  model = BertClassifier(config, num_labels)
+  model(model.encoder.dummy_inputs())
+  return model

@@ -1,0 +1,103 @@
+"""Quiet start-up for the command-line tools (standard library only).
+
+TensorFlow prints a C++ banner while it loads: ``WARNING: All log messages
+before absl::InitializeLog() ...``, ``Could not find cuda drivers``, the CPU
+feature note, and on a machine without a GPU ``E0000 ... failed call to
+cuInit``. None of it is about the user's job. :func:`import_tensorflow`
+imports TensorFlow (and probes the devices, which is where ``cuInit`` runs)
+with the process's stderr (file descriptor 2) sent to a temporary file, then
+writes back every line that is not one of those known start-up lines: a real
+warning or error still shows. ``--verbosity=N`` with N >= 0 (or ``-v``) on the
+command line turns the filtering off and shows TensorFlow's INFO lines, as
+before.
+
+It also defaults absl's ``--verbosity`` to WARNING (-1): TensorFlow logs its
+INFO lines (checkpoint sharding, asset writing, ...) through absl, and the
+tools print their own progress.
+"""
+
+import os
+import re
+import sys
+import tempfile
+
+# C++ start-up lines TensorFlow prints on every CPU machine.
+_NOISE = re.compile(
+    r"^(WARNING: All log messages before absl::InitializeLog\(\) is called"
+    r"|[IWE]\d{4} [\d:. ]+\d+ (cudart_stub|cuda_platform|cuda_executor|"
+    r"cpu_feature_guard|cuda_dnn|cuda_fft|cuda_blas|port)\.cc:\d+\]"
+    r"|To enable the following instructions:"
+    r"|Could not find cuda drivers"
+    r"|.*failed call to cuInit)")
+
+
+def verbosity_requested(argv=None) -> bool:
+  """True when the command line asks for ``--verbosity`` >= 0 (or ``-v``)."""
+  for arg in (sys.argv if argv is None else argv)[1:]:
+    m = re.match(r"^--?(verbosity|v)(?:=(-?\d+))?$", arg)
+    if m and (m.group(2) is None or int(m.group(2)) >= 0):
+      return True
+  return False
+
+
+def configure(argv=None) -> bool:
+  """Sets the quiet defaults (before TensorFlow is imported).
+
+  Returns:
+    True when the tool runs quietly (no ``--verbosity`` >= 0 asked for).
+  """
+  quiet = not verbosity_requested(argv)
+  os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+  if quiet:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  else:
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0"
+  return quiet
+
+
+def import_tensorflow(argv=None):
+  """Imports TensorFlow with its C++ start-up banner filtered (see above).
+
+  Returns:
+    the ``tensorflow`` module.
+  """
+  quiet = configure(argv)
+  if "tensorflow" in sys.modules or not quiet:
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    return tf
+  sys.stderr.flush()
+  saved = os.dup(2)
+  with tempfile.TemporaryFile(mode="w+b") as captured:
+    os.dup2(captured.fileno(), 2)
+    try:
+      import tensorflow as tf  # pylint: disable=g-import-not-at-top
+      tf.config.list_physical_devices()  # the CUDA probe (cuInit) runs here
+    finally:
+      sys.stderr.flush()
+      os.dup2(saved, 2)
+      os.close(saved)
+      captured.seek(0)
+      text = captured.read().decode("utf-8", "replace")
+  kept = [l for l in text.splitlines() if l.strip() and not _NOISE.match(l)]
+  if kept:
+    sys.stderr.write("\n".join(kept) + "\n")
+  from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
+  absl_logging.set_verbosity(absl_logging.WARNING)
+  return tf
+
+
+def set_absl_defaults() -> None:
+  """absl ``--verbosity`` defaults to WARNING (-1); ``--verbosity=0`` is INFO."""
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
+  flags.FLAGS.set_default("verbosity", -1)
+  absl_logging.set_verbosity(absl_logging.WARNING)
+
+
+def setup(tensorflow: bool = True) -> None:
+  """What every tool does first: quiet defaults, absl verbosity, and (when the
+  tool needs it) a quiet TensorFlow import."""
+  configure()
+  if tensorflow:
+    import_tensorflow()
+  set_absl_defaults()

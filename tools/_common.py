@@ -1,25 +1,104 @@
-"""Flags and set-up shared by the training tools (``run_pretraining.py``,
-``run_classifier.py``)."""
+"""Flags and set-up shared by the command-line tools.
+
+Flags are defined from the params dataclasses (:mod:`bert_tf.params`): the
+name, default, help and choices of each flag are those of the dataclass
+field, and :func:`params_from_flags` builds the dataclass from the parsed
+flags, so nothing is copied field by field. Library errors
+(:class:`bert_tf.errors.BertTfError`) become one ``tool: error: ...`` line
+(:func:`fail`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import typing
 
 from absl import flags
 
 from bert_tf import distribute
+from bert_tf import errors
 
 FLAGS = flags.FLAGS
 
+# Errors a tool reports as one line (everything bert_tf raises on bad input,
+# plus the OS's own file errors).
+REPORTED = (errors.BertTfError, ValueError, FileExistsError, FileNotFoundError)
+
+
+def _base_type(tp):
+  """``Optional[int]`` -> int; ``"Optional[int]"`` (postponed annotations) too."""
+  if isinstance(tp, str):
+    tp = eval(tp, {"Optional": typing.Optional, "tuple": tuple})  # pylint: disable=eval-used
+  args = [a for a in typing.get_args(tp) if a is not type(None)]
+  return args[0] if typing.get_origin(tp) is typing.Union and args else tp
+
+
+def define_flags(cls, skip=(), required=()) -> list:
+  """Defines one absl flag per field of the dataclass ``cls``.
+
+  Args:
+    cls: a params dataclass whose fields carry :func:`bert_tf.params.field`
+      metadata (help, choices).
+    skip: field names not to define (the tool sets them itself).
+    required: flags to mark as required.
+
+  Returns:
+    the names of the defined flags.
+  """
+  names = []
+  for f in dataclasses.fields(cls):
+    meta = f.metadata or {}
+    if f.name in skip or not meta.get("flag", True) or f.name in FLAGS:
+      continue
+    default = None if f.default is dataclasses.MISSING else f.default
+    help_text = meta.get("help") or f.name
+    tp = _base_type(f.type)
+    if meta.get("choices"):
+      flags.DEFINE_enum(f.name, default, list(meta["choices"]), help_text)
+    elif tp is bool:
+      flags.DEFINE_bool(f.name, default, help_text)
+    elif tp is int:
+      flags.DEFINE_integer(f.name, default, help_text)
+    elif tp is float:
+      flags.DEFINE_float(f.name, default, help_text)
+    elif tp is tuple:
+      flags.DEFINE_list(f.name, default, help_text)
+    else:
+      flags.DEFINE_string(f.name, default, help_text)
+    names.append(f.name)
+  if required:
+    flags.mark_flags_as_required(list(required))
+  return names
+
+
+def params_from_flags(cls, **overrides):
+  """The dataclass ``cls`` from the parsed flags of the same names."""
+  values = {f.name: FLAGS[f.name].value for f in dataclasses.fields(cls)
+            if f.name in FLAGS}
+  values.update(overrides)
+  return cls(**values)
+
+
+def fail(tool: str, error: Exception) -> typing.NoReturn:
+  """Exits with ``<tool>: error: <message>``; an error that names its
+  argument is worded as the flag (``--max_seq_length: ...``) unless the
+  message already names it."""
+  message = str(error)
+  argument = getattr(error, "argument", None)
+  if argument and ("--" + argument) not in message:
+    message = "--%s: %s" % (argument, message)
+  sys.exit("%s: error: %s" % (tool, message))
+
 
 def define_training_flags():
-  """Strategy, TPU, optimizer and checkpoint-cadence flags (original names kept)."""
+  """Strategy and TPU flags (original names kept)."""
   flags.DEFINE_enum("distribution_strategy", "one_device", list(distribute.STRATEGIES),
                     "tf.distribute strategy.")
   flags.DEFINE_integer("num_cpu_devices", None,
                        "With --distribution_strategy=mirrored on CPU: logical CPU devices.")
   flags.DEFINE_bool("use_tpu", False, "Use a TPU (same as --distribution_strategy=tpu).")
   flags.DEFINE_string("tpu_name", None, "Cloud TPU name or grpc:// address.")
-  flags.DEFINE_enum("optimizer", "adamw_original", ["adamw_original", "adamw", "lamb"],
-                    "Optimizer (default: the original AdamWeightDecay).")
-  flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save a checkpoint.")
-  flags.DEFINE_integer("seed", 12345, "Shuffle seed.")
 
 
 def _flag(name):

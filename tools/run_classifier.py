@@ -31,46 +31,26 @@ from absl import app
 from absl import flags
 
 from bert_tf.tools import _common
-from bert_tf import checkpoints
-from bert_tf import classifier
-from bert_tf import config as config_lib
-from bert_tf import tokenization
+from bert_tf import jobs
 from bert_tf.data import classifier_data
+from bert_tf.export import saved_model
+from bert_tf.tasks import classification
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("data_dir", None, "Directory with the task files in the GLUE/XNLI layout (train.tsv, dev.tsv, test.tsv; MNLI dev_matched.tsv, ...).")
-flags.DEFINE_string("bert_config_file", None, "bert_config.json of the pretrained model.")
-flags.DEFINE_string("task_name", None, "Task (case-insensitive): " +
-                    ", ".join(classifier_data.task_names()) +
-                    ". Default with --tfds_name: its GLUE task.")
-flags.DEFINE_string("vocab_file", None, "The vocabulary file of the pretrained model.")
-flags.DEFINE_string("output_dir", None, "Where checkpoints and results go.")
-flags.DEFINE_string("init_checkpoint", None, "Initial weights: ours, original TF1, or a Hugging Face directory.")
-flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text.")
-flags.DEFINE_integer("max_seq_length", 128, "Maximum total input length in WordPiece tokens.")
+_common.define_flags(classification.ClassifierParams, required=("output_dir",))
 flags.DEFINE_bool("do_train", False, "Whether to run training.")
 flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
 flags.DEFINE_bool("do_predict", False, "Whether to predict the test set (test_results.tsv).")
-flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.")
-flags.DEFINE_integer("eval_batch_size", 8, "Batch size for eval.")
-flags.DEFINE_integer("predict_batch_size", 8, "Batch size for predict.")
-flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate (Adam).")
-flags.DEFINE_float("num_train_epochs", 3.0, "Number of training epochs.")
-flags.DEFINE_float("warmup_proportion", 0.1, "Fraction of steps for linear warm-up.")
-flags.DEFINE_integer("iterations_per_loop", 50, "Steps per loop (and per progress line).")
-flags.DEFINE_string("export_dir", None, "Export a SavedModel to EXPORT_DIR/<version>/.")
-flags.DEFINE_enum("dtype", "float32", ["float32", "mixed_bfloat16", "mixed_float16"], "Compute dtype policy.")
-flags.DEFINE_bool("bucket_by_length", True, "Batch training examples of similar length (faster).")
-flags.DEFINE_string("xnli_language", "en", "XNLI: language of multinli.train.<lang>.tsv and of the dev/test rows.")
-flags.DEFINE_string("text_a_column", None, "tsv/csv tasks: header name of the first text column.")
-flags.DEFINE_string("text_b_column", None, "tsv/csv tasks: header name of the second text column (pair tasks).")
-flags.DEFINE_string("label_column", None, "tsv/csv tasks: header name of the label column.")
-flags.DEFINE_list("labels", None, "tsv/csv tasks: label names in id order (default: sorted train labels).")
-flags.DEFINE_string("tfds_name", None, "Read a prepared tensorflow-datasets GLUE set instead of --data_dir, e.g. glue/sst2.")
-flags.DEFINE_string("tfds_data_dir", None, "tensorflow-datasets data_dir holding --tfds_name (never downloaded).")
-flags.DEFINE_bool("keep_best", True, "With --do_train --do_eval: keep the best dev model in OUTPUT_DIR/best/.")
 _common.define_training_flags()
-flags.mark_flags_as_required(["output_dir"])
+
+
+def export_classifier(model, task):
+  """The export hook: the fine-tuned model with its preprocessing, as a
+  TF Serving SavedModel version under ``--export_dir``."""
+  t = task.data_task
+  return saved_model.export_classifier(
+      model, task.preprocessor, None if t.is_regression else t.labels,
+      task.params.export_dir, t.name, t.is_pair, is_regression=t.is_regression)
 
 
 def main(argv):
@@ -89,29 +69,13 @@ def main(argv):
     sys.exit("run_classifier: error: --tfds_name needs --tfds_data_dir (nothing is downloaded)")
   try:
     strategy = _common.strategy_from_flags()
-    params = classifier.ClassifierParams(
-        task_name=task_name, data_dir=FLAGS.data_dir, output_dir=FLAGS.output_dir,
-        vocab_file=FLAGS.vocab_file, bert_config_file=FLAGS.bert_config_file,
-        init_checkpoint=FLAGS.init_checkpoint, do_lower_case=FLAGS.do_lower_case,
-        max_seq_length=FLAGS.max_seq_length, train_batch_size=FLAGS.train_batch_size,
-        eval_batch_size=FLAGS.eval_batch_size,
-        predict_batch_size=FLAGS.predict_batch_size,
-        learning_rate=FLAGS.learning_rate, num_train_epochs=FLAGS.num_train_epochs,
-        warmup_proportion=FLAGS.warmup_proportion,
-        save_checkpoints_steps=FLAGS.save_checkpoints_steps,
-        iterations_per_loop=FLAGS.iterations_per_loop, optimizer=FLAGS.optimizer,
-        seed=FLAGS.seed, export_dir=FLAGS.export_dir,
-        bucket_by_length=FLAGS.bucket_by_length, dtype=FLAGS.dtype,
-        xnli_language=FLAGS.xnli_language, text_a_column=FLAGS.text_a_column,
-        text_b_column=FLAGS.text_b_column, label_column=FLAGS.label_column,
-        labels=FLAGS.labels, tfds_name=FLAGS.tfds_name,
-        tfds_data_dir=FLAGS.tfds_data_dir, keep_best=FLAGS.keep_best)
-    classifier.run_classifier(params, strategy, do_train=FLAGS.do_train,
-                              do_eval=FLAGS.do_eval, do_predict=FLAGS.do_predict)
-  except (classifier_data.TaskError, config_lib.ConfigError,
-          tokenization.VocabError, checkpoints.CheckpointError,
-          FileExistsError, ValueError) as e:
-    sys.exit("run_classifier: error: %s" % e)
+    params = _common.params_from_flags(classification.ClassifierParams,
+                                       task_name=task_name)
+    jobs.run_classifier(params, strategy, do_train=FLAGS.do_train,
+                        do_eval=FLAGS.do_eval, do_predict=FLAGS.do_predict,
+                        exporter=export_classifier if FLAGS.export_dir else None)
+  except _common.REPORTED as e:
+    _common.fail("run_classifier", e)
 
 
 def run():

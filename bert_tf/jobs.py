@@ -1,0 +1,110 @@
+"""The training jobs of the command-line tools: a task run by the runner.
+
+``run_pretraining`` (google-research/bert ``run_pretraining.py``) and
+``run_classifier`` (``run_classifier.py``) compose a task of
+:mod:`bert_tf.tasks` with :class:`bert_tf.runner.Runner`. Export is a hook
+(``exporter``) that the caller passes in: ``tools/run_classifier.py`` passes
+:func:`bert_tf.export.saved_model.export_classifier`; the library never
+imports :mod:`bert_tf.export`.
+
+Example::
+
+  from bert_tf import distribute, jobs
+  from bert_tf.tasks.classification import ClassifierParams
+  jobs.run_classifier(ClassifierParams(task_name="sst-2", data_dir="data/sst2",
+                                       output_dir="/tmp/sst2",
+                                       init_checkpoint=HF_DIR),
+                      distribute.get_strategy("one_device"), do_eval=True)
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+from bert_tf import config as config_lib
+from bert_tf import runner
+from bert_tf.tasks import classification
+from bert_tf.tasks import pretraining
+
+
+def run_pretraining(config: config_lib.BertConfig,
+                    params: pretraining.PretrainingParams, strategy,
+                    do_train: bool = True, do_eval: bool = False,
+                    print_fn: Callable[[str], None] = print,
+                    on_finish: Optional[Callable] = None) -> dict:
+  """Trains (resuming from ``output_dir``) and/or evaluates a BERT pretrainer.
+
+  Files in ``output_dir``: ``bert_config.json``, checkpoints ``ckpt-N``
+  (chief only; other workers of a multi-worker job write to a temporary
+  directory that is removed; every worker keeps its data position in
+  ``data-worker-<i>/``), ``eval_results.txt`` (``masked_lm_accuracy``,
+  ``masked_lm_loss``, ``next_sentence_accuracy``, ``next_sentence_loss``,
+  ``global_step``), TensorBoard event files in ``train/`` and ``eval/``.
+
+  Args:
+    config: :class:`bert_tf.config.BertConfig`.
+    params: :class:`bert_tf.tasks.pretraining.PretrainingParams`.
+    strategy: a ``tf.distribute.Strategy``.
+    do_train: train to ``num_train_steps`` (or ``stop_at_step``).
+    do_eval: evaluate after training.
+    print_fn: progress lines go here (one per ``iterations_per_loop``).
+    on_finish: optional ``on_finish(model, optimizer)`` called at the end.
+
+  Returns:
+    dict of final metrics (``train_*``, evaluation, ``global_step``).
+
+  Raises:
+    bert_tf.errors.BertTfError subclasses (ValueError) naming the flag or
+    file, before any step where the flags and the first records show it.
+  """
+  task = pretraining.PretrainingTask(config, params)
+  return runner.Runner(runner.RunnerParams.from_params(params), print_fn).run(
+      task, strategy, do_train=do_train, do_eval=do_eval, on_finish=on_finish)
+
+
+def run_classifier(params: classification.ClassifierParams, strategy,
+                   do_train: bool = True, do_eval: bool = True,
+                   do_predict: bool = False,
+                   print_fn: Callable[[str], None] = print,
+                   exporter: Optional[Callable] = None) -> dict:
+  """Fine-tunes, evaluates, predicts and exports, as asked.
+
+  Files in ``output_dir``: checkpoints (``ckpt-N``), ``bert_config.json``,
+  ``vocab.txt``, ``classifier_config.json``, ``eval_results.txt`` (the last
+  evaluation: ``eval_loss``, the task's metrics with prefix ``eval_``, MNLI's
+  mismatched set with ``eval_mismatched_``, ``global_step``), ``best/`` (the
+  best dev model), ``test_results*.tsv`` and the GLUE submission files.
+  Prediction and export use ``best/`` when it exists (logged), else the
+  final weights.
+
+  Args:
+    params: :class:`bert_tf.tasks.classification.ClassifierParams`.
+    strategy: a ``tf.distribute.Strategy``.
+    do_train / do_eval / do_predict: what to run (dev evaluation after every
+      epoch when training).
+    print_fn: progress lines go here.
+    exporter: optional ``exporter(model, task) -> path`` called with the
+      final (best) model, e.g. a closure over
+      :func:`bert_tf.export.saved_model.export_classifier`.
+
+  Returns:
+    dict: ``eval_*`` results and ``global_step``, ``best_step`` /
+    ``best_<metric>``, ``export_path``, ``test_files``, as they apply.
+
+  Raises:
+    bert_tf.errors.BertTfError subclasses naming the bad flag or file.
+  """
+  task = classification.ClassificationTask(params, do_train=do_train,
+                                           do_eval=do_eval, do_predict=do_predict)
+  if do_train:
+    print_fn("fine-tuning %s: %d examples, %d steps (batch %d, %.3g epochs)" % (
+        task.name, len(task.train), task.num_train_steps, params.train_batch_size,
+        params.num_train_epochs))
+  export_fn = None
+  if exporter is not None:
+    export_fn = lambda model: exporter(model, task)  # pylint: disable=unnecessary-lambda-assignment
+  return runner.Runner(runner.RunnerParams.from_params(params), print_fn).run(
+      task, strategy, do_train=do_train, do_eval=do_eval and bool(task.devs),
+      do_predict=do_predict,
+      eval_at_steps=task.eval_at_steps() if task.devs else (),
+      export_fn=export_fn)

@@ -1,0 +1,480 @@
+"""One runner for every training job: loop, distribution, resume, outputs.
+
+:class:`Runner` runs a :class:`bert_tf.tasks.base.Task`: it builds the model
+and optimizer in the strategy's scope, resumes from the newest checkpoint in
+``output_dir`` (weights, optimizer, dropout RNG and, for tasks with
+``resumable_input``, every worker's data position), trains in loops of
+``iterations_per_loop`` steps with :class:`bert_tf.training.Trainer`, saves
+checkpoints every ``save_checkpoints_steps``, writes TensorBoard scalars to
+``output_dir/train`` and ``output_dir/eval``, evaluates at the steps it is
+given and writes ``eval_results.txt``, keeps the best model by the task's
+metric in ``output_dir/best/``, then lets the task predict and calls the
+export hook it is given (the library never imports :mod:`bert_tf.export`).
+
+Source: the loop and outputs of google-research/bert ``run_pretraining.py``
+and ``run_classifier.py`` (``eval_results.txt``, ``save_checkpoints_steps``,
+``iterations_per_loop``), without ``TPUEstimator``.
+
+Example::
+
+  from bert_tf import distribute, runner
+  from bert_tf.tasks import classification
+  task = classification.ClassificationTask(params)
+  results = runner.Runner(runner.RunnerParams(output_dir="out")).run(
+      task, distribute.get_strategy("one_device"), do_train=True, do_eval=True)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import shutil
+import tempfile
+from typing import Callable, Optional, Sequence
+
+from absl import logging
+import keras
+import tensorflow as tf
+from tensorflow.core.framework import summary_pb2
+
+from bert_tf import errors
+from bert_tf import io_utils
+from bert_tf import optimization
+from bert_tf import training
+from bert_tf.tasks import base
+
+DTYPES = ("float32", "mixed_bfloat16", "mixed_float16")
+BEST_DIR = "best"
+BEST_STATE = "best.json"
+DATA_DIR_PREFIX = "data-worker-"
+
+
+@dataclasses.dataclass
+class RunnerParams:
+  """How the runner runs (the fields are the tools' flags of the same name).
+
+  Attributes:
+    output_dir: checkpoints, ``eval_results.txt``, ``train/``, ``eval/``,
+      ``best/``.
+    iterations_per_loop: steps per ``tf.function`` call and per log line.
+    save_checkpoints_steps: checkpoint cadence in steps.
+    keep_checkpoint_max: checkpoints kept.
+    stop_at_step: end this run early at this step (checkpointed); a rerun
+      resumes.
+    num_accumulation_steps: micro-batches per replica per update.
+    jit_compile: XLA-compile each micro-batch's forward and backward pass.
+    deterministic: op determinism (bit-identical reruns and resumes).
+    seed: Keras/TensorFlow/Python random seed.
+    dtype: Keras dtype policy (``float32``, ``mixed_bfloat16``,
+      ``mixed_float16`` with dynamic loss scaling).
+    keep_best: keep the best model by the task's ``best_metric`` in
+      ``output_dir/best/`` (when evaluating during training).
+  """
+  output_dir: str
+  iterations_per_loop: int = 100
+  save_checkpoints_steps: int = 1000
+  keep_checkpoint_max: int = 3
+  stop_at_step: Optional[int] = None
+  num_accumulation_steps: int = 1
+  jit_compile: bool = False
+  deterministic: bool = False
+  seed: int = 12345
+  dtype: str = "float32"
+  keep_best: bool = True
+
+  @classmethod
+  def from_params(cls, params, **overrides) -> "RunnerParams":
+    """The runner's fields taken by name from a task's params dataclass."""
+    values = {f.name: getattr(params, f.name) for f in dataclasses.fields(cls)
+              if hasattr(params, f.name)}
+    values.update(overrides)
+    return cls(**values)
+
+
+def set_dtype_policy(dtype: str) -> None:
+  """Sets the Keras dtype policy named by ``dtype``.
+
+  Raises:
+    errors.ParamsError: an unknown value (argument ``dtype``).
+  """
+  if dtype not in DTYPES:
+    raise errors.ParamsError("--dtype: unknown %r (%s)" % (dtype, ", ".join(DTYPES)),
+                             argument="dtype")
+  keras.config.set_dtype_policy(dtype)
+
+
+def write_scalars(writer, step: int, scalars: dict) -> None:
+  """TensorBoard scalars (``tf.summary.write`` with the ``scalars`` plugin's
+  metadata: what ``tf.summary.scalar`` writes, without needing the
+  ``tensorboard`` package at training time)."""
+  meta = summary_pb2.SummaryMetadata(
+      plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
+  with writer.as_default(step=step):
+    for k, v in scalars.items():
+      tf.summary.write(k, tf.constant(float(v), tf.float32), metadata=meta)
+  writer.flush()
+
+
+def format_metrics(metrics: dict) -> str:
+  """``k=v`` pairs, sorted, 4 decimals."""
+  return " ".join("%s=%.4f" % (k, v) for k, v in sorted(metrics.items()))
+
+
+def format_results(results: dict) -> str:
+  """``key = value`` lines, sorted: the original's ``eval_results.txt``."""
+  return "".join("%s = %s\n" % (k, results[k]) for k in sorted(results))
+
+
+def worker_info(strategy) -> tuple:
+  """``(num_workers, worker_index, is_chief)`` of this process."""
+  resolver = getattr(strategy, "cluster_resolver", None)
+  local = training.local_replica_count(strategy)
+  num_workers = max(1, strategy.num_replicas_in_sync // max(1, local))
+  if (resolver is None or num_workers == 1 or
+      isinstance(strategy, tf.distribute.TPUStrategy)):
+    return 1, 0, True
+  task_type, task_id = resolver.task_type, resolver.task_id or 0
+  has_chief = "chief" in resolver.cluster_spec().as_dict()
+  index = 0 if task_type == "chief" else task_id + (1 if has_chief else 0)
+  return num_workers, index, strategy.extended.should_checkpoint
+
+
+def _better(value, best) -> bool:
+  if best is None or (isinstance(best, float) and math.isnan(best)):
+    return True
+  return not math.isnan(value) and value > best
+
+
+def read_best_state(output_dir: str) -> Optional[dict]:
+  """The best model's record ``{step, metric, value}``, or None."""
+  path = os.path.join(output_dir, BEST_DIR, BEST_STATE)
+  if not os.path.exists(path):
+    return None
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
+
+
+def save_best(objects: dict, output_dir: str, run_files: Sequence[str], step: int,
+              metric: str, value: float, results: dict) -> None:
+  """Replaces ``<output_dir>/best/`` with the current weights, atomically.
+
+  The directory is complete before it gets its name: checkpoint ``ckpt-1``
+  of ``objects`` (weights, no optimizer slots; read it with
+  ``tf.train.latest_checkpoint``), the task's ``run_files`` (so it is a
+  model directory on its own), its ``eval_results.txt`` and ``best.json``.
+  """
+  final = os.path.join(output_dir, BEST_DIR)
+  tmp = tempfile.mkdtemp(prefix=".best.", suffix=".tmp", dir=output_dir)
+  old = None
+  try:
+    tf.train.Checkpoint(**objects).save(os.path.join(tmp, "ckpt"))
+    for name in run_files:
+      shutil.copyfile(os.path.join(output_dir, name), os.path.join(tmp, name))
+    with open(os.path.join(tmp, "eval_results.txt"), "w", encoding="utf-8") as f:
+      f.write(format_results(results))
+    with open(os.path.join(tmp, BEST_STATE), "w", encoding="utf-8") as f:
+      json.dump({"step": int(step), "metric": metric, "value": value}, f, indent=2)
+    if os.path.exists(final):
+      old = tempfile.mkdtemp(prefix=".best.", suffix=".old", dir=output_dir)
+      os.rmdir(old)
+      os.rename(final, old)
+    os.rename(tmp, final)
+  except BaseException:
+    shutil.rmtree(tmp, ignore_errors=True)
+    raise
+  if old:
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def restore_best(objects: dict, output_dir: str) -> Optional[dict]:
+  """Loads ``<output_dir>/best/`` into ``objects``; returns its record or None."""
+  state = read_best_state(output_dir)
+  path = tf.train.latest_checkpoint(os.path.join(output_dir, BEST_DIR))
+  if state is None or path is None:
+    return None
+  tf.train.Checkpoint(**objects).read(
+      path).assert_existing_objects_matched().expect_partial()
+  return state
+
+
+class _Checkpoints:
+  """The run's checkpoint manager plus, on a multi-worker job, this worker's
+  data-position checkpoint (``output_dir/data-worker-<i>/``) saved at the
+  same steps, so that every worker resumes its own input position.
+
+  Duck-types the two members of ``tf.train.CheckpointManager`` that
+  :meth:`bert_tf.training.Trainer.train` uses (``save``, ``latest_checkpoint``).
+  """
+
+  def __init__(self, manager, data_manager=None):
+    self.manager = manager
+    self.data_manager = data_manager
+
+  @property
+  def latest_checkpoint(self):
+    return self.manager.latest_checkpoint
+
+  def save(self, checkpoint_number=None, check_interval=True):
+    path = self.manager.save(checkpoint_number=checkpoint_number,
+                             check_interval=check_interval)
+    if path is not None and self.data_manager is not None:
+      self.data_manager.save(checkpoint_number=checkpoint_number)
+    return path
+
+
+class Runner:
+  """Runs a :class:`bert_tf.tasks.base.Task` (see the module docstring).
+
+  Args:
+    params: :class:`RunnerParams`.
+    print_fn: progress lines go here (one per loop, one per evaluation).
+
+  Example::
+
+    Runner(RunnerParams(output_dir="/tmp/run", iterations_per_loop=10)).run(
+        task, tf.distribute.OneDeviceStrategy("/cpu:0"), do_train=True)
+  """
+
+  def __init__(self, params: RunnerParams, print_fn: Callable[[str], None] = print):
+    self.params = params
+    self.print_fn = print_fn
+
+  def run(self, task: base.Task, strategy, do_train: bool = True,
+          do_eval: bool = False, do_predict: bool = False,
+          eval_at_steps: Sequence[int] = (),
+          export_fn: Optional[Callable[[keras.Model], str]] = None,
+          on_finish: Optional[Callable] = None) -> dict:
+    """Trains (resuming), evaluates, predicts and exports, as asked.
+
+    Args:
+      task: the task.
+      strategy: a ``tf.distribute.Strategy``.
+      do_train: train to ``task.optimizer_spec().num_train_steps`` (or
+        ``stop_at_step``).
+      do_eval: evaluate at each of ``eval_at_steps`` reached while training
+        and at the end (once when nothing is trained).
+      do_predict: let the task write its test predictions (best model).
+      eval_at_steps: steps (ascending) at which to evaluate during training.
+      export_fn: called with the final model (the best one when kept);
+        returns the export path, reported as ``export_path``.
+      on_finish: ``on_finish(model, optimizer)`` at the end (tests).
+
+    Returns:
+      dict: ``train_<metric>`` (last loop), the last evaluation's results and
+      ``global_step``, ``best_step``/``best_<metric>``, ``test_files``,
+      ``export_path``, as they apply.
+
+    Raises:
+      bert_tf.errors.BertTfError subclasses naming the bad argument or file.
+    """
+    p = self.params
+    task.check_inputs()
+    if p.deterministic:
+      tf.config.experimental.enable_op_determinism()
+    keras.utils.set_random_seed(p.seed)
+    set_dtype_policy(p.dtype)
+    spec = task.optimizer_spec()
+    num_workers, worker_index, is_chief = worker_info(strategy)
+    batch = getattr(task, "train_batch_size", None)
+    if do_train and batch is not None and batch % (
+        strategy.num_replicas_in_sync * p.num_accumulation_steps):
+      raise errors.ParamsError(
+          "--train_batch_size %d is not divisible by the %d replicas x %d "
+          "accumulation steps" % (batch, strategy.num_replicas_in_sync,
+                                  p.num_accumulation_steps),
+          argument="train_batch_size")
+    os.makedirs(p.output_dir, exist_ok=True)
+    ckpt_dir = p.output_dir
+    if is_chief:
+      task.write_run_files(p.output_dir)
+    else:
+      ckpt_dir = tempfile.mkdtemp(prefix=".worker%d." % worker_index,
+                                  dir=p.output_dir)
+    try:
+      return self._run(task, strategy, spec, num_workers, worker_index, is_chief,
+                       ckpt_dir, do_train, do_eval, do_predict, eval_at_steps,
+                       export_fn, on_finish)
+    finally:
+      if not is_chief:
+        shutil.rmtree(ckpt_dir, ignore_errors=True)
+
+  def _run(self, task, strategy, spec, num_workers, worker_index, is_chief,
+           ckpt_dir, do_train, do_eval, do_predict, eval_at_steps, export_fn,
+           on_finish):
+    p = self.params
+    with strategy.scope():
+      model = task.build_model()
+      optimizer = optimization.create_optimizer(
+          spec.learning_rate, spec.num_train_steps, spec.num_warmup_steps,
+          spec.name)
+      if p.dtype == "mixed_float16":
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+      optimizer.build(model.trainable_variables)
+    tpu = isinstance(strategy, tf.distribute.TPUStrategy)
+    iterator = None
+    if do_train:
+      iterator = self._train_iterator(task, strategy, num_workers, worker_index, tpu)
+    model_objects = task.checkpoint_objects(model)
+    objects = dict(model_objects, optimizer=optimizer,
+                   rng=training.seed_generator_states(model))
+    data_manager = None
+    if iterator is not None and task.resumable_input and not tpu:
+      if num_workers == 1:
+        objects["iterator"] = iterator
+      else:  # every worker keeps its own data position
+        data_manager = tf.train.CheckpointManager(
+            tf.train.Checkpoint(iterator=iterator),
+            os.path.join(p.output_dir, DATA_DIR_PREFIX + str(worker_index)),
+            max_to_keep=p.keep_checkpoint_max, checkpoint_name="data")
+    ckpt = tf.train.Checkpoint(**objects)
+    manager = tf.train.CheckpointManager(
+        ckpt, ckpt_dir, max_to_keep=p.keep_checkpoint_max,
+        step_counter=optimizer.iterations,
+        checkpoint_interval=p.save_checkpoints_steps)
+    checkpoints = _Checkpoints(manager, data_manager)
+    latest = training.restore_latest(
+        manager if is_chief else
+        tf.train.CheckpointManager(ckpt, p.output_dir, max_to_keep=None))
+    step = int(optimizer.iterations.numpy())
+    if latest:
+      self.print_fn("resumed from %s at step %d" % (latest, step))
+      if data_manager is not None:
+        self._restore_data_position(data_manager, step, worker_index)
+    else:
+      what = task.initialize(model)
+      if what:
+        self.print_fn("initialized the encoder from " + what)
+
+    results = {}
+    eval_writer = None
+
+    def evaluate():
+      nonlocal eval_writer
+      try:
+        out = task.evaluate(model, self.print_fn)
+      except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+        task.explain_data_error(e)
+        raise
+      gstep = int(optimizer.iterations.numpy())
+      out["global_step"] = gstep
+      if is_chief:
+        io_utils.atomic_write_text(os.path.join(p.output_dir, "eval_results.txt"),
+                                   format_results(out))
+        if eval_writer is None:
+          eval_writer = tf.summary.create_file_writer(os.path.join(p.output_dir, "eval"))
+        write_scalars(eval_writer, gstep, {k: v for k, v in out.items()
+                                           if k != "global_step"})
+        if do_train and p.keep_best and task.best_metric:
+          value = out[task.best_metric]
+          best = read_best_state(p.output_dir)
+          if _better(value, None if best is None else best["value"]):
+            metric = task.best_metric[len("eval_"):] if task.best_metric.startswith(
+                "eval_") else task.best_metric
+            save_best(model_objects, p.output_dir, task.run_files, gstep, metric,
+                      value, out)
+            self.print_fn("new best dev model: %s=%.4f at step %d -> %s" % (
+                metric, value, gstep, os.path.join(p.output_dir, BEST_DIR)))
+      return out
+
+    end = spec.num_train_steps
+    if p.stop_at_step:
+      end = min(end, p.stop_at_step)
+    evaluated = False
+    if do_train and step < end:
+      if task.normalized_loss:
+        compute, normalizer = (lambda f, t: task.compute_loss(model, f, t)), \
+            task.loss_normalizers
+      else:
+        compute, normalizer = (lambda f: task.compute_loss(model, f)), None
+      trainer = training.Trainer(
+          strategy, model, optimizer, compute,
+          num_accumulation_steps=p.num_accumulation_steps,
+          normalizer_fn=normalizer, jit_compile=p.jit_compile)
+      writer = (tf.summary.create_file_writer(os.path.join(p.output_dir, "train"))
+                if is_chief else tf.summary.create_noop_writer())
+
+      def log(gstep, sums, seconds):
+        m = task.train_metrics(sums)
+        lr = float(optimizer.learning_rate)
+        rate = sums.get("examples_per_second", 0.0)
+        self.print_fn("step %d/%d %s lr=%.3g %.1f %s/s (%.1fs)" % (
+            gstep, spec.num_train_steps, format_metrics(m), lr, rate,
+            task.example_unit, seconds))
+        write_scalars(writer, gstep, dict(
+            m, learning_rate=lr, **{task.throughput_name: rate}))
+
+      stops = [s for s in eval_at_steps if step < s < end] if do_eval else []
+      last = {}
+      for stop in stops + [end]:
+        try:
+          last = trainer.train(iterator, stop, checkpoints,
+                               steps_per_loop=p.iterations_per_loop, log_fn=log,
+                               examples_per_step=batch_size_of(task))
+        except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+          task.explain_data_error(e)
+          raise
+        if do_eval and (stop in stops or stop == end):
+          results.update(evaluate())
+          evaluated = True
+      results.update({"train_" + k: v for k, v in task.train_metrics(last).items()}
+                     if last else {})
+    if do_eval and not evaluated:
+      results.update(evaluate())
+
+    if (do_predict or export_fn is not None):
+      best = None
+      if p.keep_best and task.best_metric:
+        best = restore_best(model_objects, p.output_dir)
+      if best is not None:
+        self.print_fn("using the best dev model for prediction/export: step %d, "
+                      "%s=%.4f (%s)" % (best["step"], best["metric"], best["value"],
+                                        os.path.join(p.output_dir, BEST_DIR)))
+        results["best_step"] = best["step"]
+        results["best_" + best["metric"]] = best["value"]
+      else:
+        self.print_fn("using the final model (step %d) for prediction/export" %
+                      int(optimizer.iterations.numpy()))
+    if do_predict:
+      files = task.predict(model, p.output_dir, self.print_fn)
+      results["test_files"] = files
+      if files:
+        self.print_fn("wrote %s" % ", ".join(files))
+    if export_fn is not None and is_chief:
+      path = export_fn(model)
+      results["export_path"] = path
+      self.print_fn("exported SavedModel to %s" % path)
+    results["global_step"] = int(optimizer.iterations.numpy())
+    if on_finish is not None:
+      on_finish(model, optimizer)
+    return results
+
+  def _train_iterator(self, task, strategy, num_workers, worker_index, tpu):
+    batch = batch_size_of(task)
+    if tpu:
+      return iter(strategy.distribute_datasets_from_function(
+          lambda ctx: task.train_dataset(ctx.get_per_replica_batch_size(batch), ctx)))
+    ctx = tf.distribute.InputContext(num_workers, worker_index,
+                                     strategy.num_replicas_in_sync)
+    dataset = task.train_dataset(batch // num_workers, ctx)
+    if task.resumable_input:
+      return iter(dataset)  # a plain iterator: checkpointable (exact resume)
+    return iter(strategy.experimental_distribute_dataset(dataset))
+
+  def _restore_data_position(self, data_manager, step, worker_index):
+    """Restores this worker's data position saved at ``step``."""
+    want = os.path.join(data_manager.directory, "data-%d" % step)
+    if os.path.exists(want + ".index"):
+      data_manager.checkpoint.restore(want).assert_existing_objects_matched()
+      self.print_fn("worker %d: restored its data position at step %d"
+                    % (worker_index, step))
+    else:
+      logging.warning("worker %d: no data position saved at step %d in %s; "
+                      "reading from the start", worker_index, step,
+                      data_manager.directory)
+
+
+def batch_size_of(task) -> int:
+  """The task's global training batch size (``train_batch_size``)."""
+  return int(getattr(task, "train_batch_size"))

@@ -1,0 +1,435 @@
+"""The classification task: fine-tuning a sentence(-pair) classifier or regressor
+(original ``run_classifier.py``).
+
+:class:`ClassificationTask` supplies the model, inputs, loss, metrics and
+predictions to :class:`bert_tf.runner.Runner`;
+:func:`bert_tf.jobs.run_classifier` composes the two.
+
+Tokenization and packing are the in-graph :class:`BertPreprocessor`, the
+same object that :mod:`bert_tf.export.saved_model` bakes into the SavedModel.
+The optimizer is the original AdamWeightDecay with linear warm-up over
+``warmup_proportion`` of the steps and linear decay to 0. Classification
+uses softmax cross-entropy; STS-B (regression) one output and the mean
+squared error (as Hugging Face ``BertForSequenceClassification``; the
+original has no regression task). With ``do_eval`` the dev set is scored
+after every epoch and the best model by the task's GLUE metric
+(:func:`bert_tf.metrics.main_metric`) is kept in ``<output_dir>/best/``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import shutil
+from typing import Optional
+import weakref
+
+from absl import logging
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import checkpoints
+from bert_tf import config as config_lib
+from bert_tf import errors
+from bert_tf import io_utils
+from bert_tf import metrics as metrics_lib
+from bert_tf import preprocessing
+from bert_tf.data import classifier_data
+from bert_tf.modeling import models
+from bert_tf.params import field
+from bert_tf.tasks import base
+
+RUN_CONFIG = "classifier_config.json"
+BEST_DIR = "best"  # the runner keeps the best dev model there
+# Token-length bucket edges for --bucket_by_length training batches.
+BUCKETS = (16, 24, 32, 48, 64, 96)
+
+
+@dataclasses.dataclass
+class ClassifierParams:
+  """Flags of the original ``run_classifier.py`` (same names and defaults),
+  plus the added ones; ``tools/run_classifier.py`` defines its flags from
+  these fields."""
+  task_name: str = field(help="Task (case-insensitive), see bert_tf.data.classifier_data.task_names(). Default with --tfds_name: its GLUE task.")
+  data_dir: Optional[str] = field(help="Directory with the task files in the GLUE/XNLI layout (train.tsv, dev.tsv, test.tsv; MNLI dev_matched.tsv, ...).")
+  output_dir: str = field(help="Where checkpoints and results go.")
+  vocab_file: Optional[str] = field(None, "The vocabulary file of the pretrained model.")
+  bert_config_file: Optional[str] = field(None, "bert_config.json of the pretrained model.")
+  init_checkpoint: Optional[str] = field(None, "Initial weights: ours, original TF1, or a Hugging Face directory.")
+  do_lower_case: bool = field(True, "Whether to lower case the input text.")
+  max_seq_length: int = field(128, "Maximum total input length in WordPiece tokens.")
+  train_batch_size: int = field(32, "Total batch size for training.")
+  eval_batch_size: int = field(8, "Batch size for eval.")
+  predict_batch_size: int = field(8, "Batch size for predict.")
+  learning_rate: float = field(5e-5, "Peak learning rate (Adam).")
+  num_train_epochs: float = field(3.0, "Number of training epochs.")
+  warmup_proportion: float = field(0.1, "Fraction of steps for linear warm-up.")
+  save_checkpoints_steps: int = field(1000, "How often to save a checkpoint.")
+  keep_checkpoint_max: int = field(2, "Checkpoints kept.")
+  iterations_per_loop: int = field(50, "Steps per loop (and per progress line).")
+  optimizer: str = field("adamw_original", "Optimizer (default: the original AdamWeightDecay).", choices=("adamw_original", "adamw", "lamb"))
+  seed: int = field(12345, "Shuffle, dropout and initialization seed.")
+  export_dir: Optional[str] = field(None, "Export a SavedModel to EXPORT_DIR/<version>/.")
+  bucket_by_length: bool = field(True, "Batch training examples of similar length (faster).")
+  dtype: str = field("float32", "Compute dtype policy.", choices=("float32", "mixed_bfloat16", "mixed_float16"))
+  # Added task options (see bert_tf.data.classifier_data.get_task).
+  xnli_language: str = field("en", "XNLI: language of multinli.train.<lang>.tsv and of the dev/test rows.")
+  text_a_column: Optional[str] = field(None, "tsv/csv tasks: header name of the first text column.")
+  text_b_column: Optional[str] = field(None, "tsv/csv tasks: header name of the second text column (pair tasks).")
+  label_column: Optional[str] = field(None, "tsv/csv tasks: header name of the label column.")
+  labels: Optional[tuple] = field(None, "tsv/csv tasks: label names in id order (default: sorted train labels).")
+  tfds_name: Optional[str] = field(None, "Read a prepared tensorflow-datasets GLUE set instead of --data_dir, e.g. glue/sst2.")
+  tfds_data_dir: Optional[str] = field(None, "tensorflow-datasets data_dir holding --tfds_name (never downloaded).")
+  keep_best: bool = field(True, "With --do_train --do_eval: keep the best dev model in OUTPUT_DIR/best/.")
+
+
+def resolve_config_and_vocab(params):
+  """``(BertConfig, vocab_file)`` from the flags or a Hugging Face directory.
+
+  Raises:
+    config_lib.ConfigError / ValueError: naming the flag that is missing.
+  """
+  hf = params.init_checkpoint if (params.init_checkpoint and
+                                  checkpoints.is_hf_dir(params.init_checkpoint)) else None
+  if params.bert_config_file:
+    config = config_lib.BertConfig.from_json_file(params.bert_config_file)
+  elif hf:
+    config = checkpoints.read_hf_config(hf)
+  else:
+    raise ValueError("--bert_config_file is required unless --init_checkpoint "
+                     "is a Hugging Face BERT directory")
+  vocab_file = params.vocab_file or (os.path.join(hf, "vocab.txt") if hf else None)
+  if not vocab_file:
+    raise ValueError("--vocab_file is required unless --init_checkpoint is a "
+                     "Hugging Face BERT directory")
+  return config, vocab_file
+
+
+build_classifier = models.build_classifier
+
+
+_PREDICT_FNS = weakref.WeakKeyDictionary()
+
+
+def predict_logits(model, dataset):
+  """Logits float32 [N, num_outputs] over a features-only or (features, y) dataset.
+
+  The traced step is cached per model (epochs' evaluations reuse it).
+  """
+  step = _PREDICT_FNS.get(model)
+  if step is None:
+    step = tf.function(lambda f: tf.cast(model(f, training=False), tf.float32),
+                       reduce_retracing=True)
+    _PREDICT_FNS[model] = step
+  out = []
+  for batch in dataset:
+    features = batch[0] if isinstance(batch, tuple) else batch
+    out.append(step(features).numpy())
+  return np.concatenate(out, 0)
+
+
+def softmax(logits):
+  """Row-wise softmax of float [N, K] logits (numpy, float64-safe)."""
+  z = logits - logits.max(-1, keepdims=True)
+  e = np.exp(z)
+  return e / e.sum(-1, keepdims=True)
+
+
+def task_from_params(params):
+  """The :class:`classifier_data.Task` the params ask for.
+
+  Raises:
+    classifier_data.TaskError: unknown task or missing generic-task flags.
+  """
+  labels = params.labels
+  if isinstance(labels, str):
+    labels = [l.strip() for l in labels.split(",") if l.strip()]
+  return classifier_data.get_task(
+      params.task_name, xnli_language=params.xnli_language,
+      text_a_column=params.text_a_column, text_b_column=params.text_b_column,
+      label_column=params.label_column, labels=labels or None)
+
+
+def load_split(task, params, split):
+  """:class:`classifier_data.Examples` of one split, from files or tfds.
+
+  Raises:
+    classifier_data.TaskError: naming the file and line, or the tfds dir.
+  """
+  if params.tfds_name:
+    return classifier_data.read_tfds_split(task, params.tfds_name,
+                                           params.tfds_data_dir, split)
+  if not params.data_dir:
+    raise classifier_data.TaskError("--data_dir (or --tfds_name) is required")
+  return classifier_data.read_split(
+      task, classifier_data.split_path(task, params.data_dir, split), split)
+
+
+def eval_dataset(preprocessor, task, examples, batch_size):
+  """The batched (features, labels) dataset of a labeled split (re-iterable)."""
+  return classifier_data.examples_dataset(
+      preprocessor, examples.texts_a, examples.texts_b, examples.labels,
+      batch_size, label_dtype=tf.float32 if task.is_regression else tf.int32)
+
+
+def evaluate(model, preprocessor, task, examples, batch_size, dataset=None):
+  """Scores ``examples`` (a labeled split).
+
+  ``dataset`` is its :func:`eval_dataset` when already built (saves
+  re-tracing the preprocessing on every epoch's evaluation).
+
+  Returns:
+    ``(results, outputs)``: results maps ``loss`` (mean cross-entropy, or
+    mean squared error for regression) and the task's GLUE metrics
+    (:func:`bert_tf.metrics.compute`) to floats; outputs are the logits
+    float [N, K] (the predictions [N, 1] for regression).
+  """
+  is_reg = task.is_regression
+  if dataset is None:
+    dataset = eval_dataset(preprocessor, task, examples, batch_size)
+  logits = predict_logits(model, dataset)
+  if is_reg:
+    y = np.asarray(examples.labels, np.float64)
+    preds = logits[:, 0].astype(np.float64)
+    results = {"loss": float(np.mean((preds - y) ** 2))}
+    results.update(metrics_lib.compute(task.metrics, preds, y))
+  else:
+    y = np.asarray(examples.labels)
+    probs = softmax(logits.astype(np.float64))
+    results = {"loss": float(-np.log(probs[np.arange(len(y)), y] + 1e-12).mean())}
+    results.update(metrics_lib.compute(task.metrics, logits.argmax(-1), y))
+  return results, logits
+
+
+def _eval_prefix(split):
+  """``eval_`` for the main dev split, ``eval_mismatched_`` for MNLI's other."""
+  return "eval_" if split.name == "dev" else "eval_%s_" % split.name[len("dev_"):]
+
+
+def write_predictions(output_dir, task, split, examples, outputs):
+  """Writes a test split's predictions, atomically.
+
+  * ``test_results.tsv`` (``test_results_mismatched.tsv`` for MNLI's
+    mismatched set): one line per example, tab-separated class
+    probabilities, no header (the original ``run_classifier.py``); for
+    regression the predicted score.
+  * ``<submission>.tsv`` (``CoLA.tsv``, ``MNLI-m.tsv``, ...): the GLUE
+    submission file, header ``index<TAB>prediction``, then the row id and the
+    label name (regression: the score, 3 decimals).
+
+  Returns:
+    the two paths.
+  """
+  suffix = "" if split.name == "test" else "_" + split.name[len("test_"):]
+  results_path = os.path.join(output_dir, "test_results%s.tsv" % suffix)
+  if task.is_regression:
+    preds = outputs[:, 0]
+    io_utils.atomic_write_text(results_path, "".join("%s\n" % p for p in preds))
+    answers = ["%.3f" % p for p in preds]
+  else:
+    probs = softmax(outputs.astype(np.float64)).astype(np.float32)
+    io_utils.atomic_write_text(
+        results_path,
+        "".join("\t".join(str(p) for p in row) + "\n" for row in probs))
+    answers = [task.labels[i] for i in probs.argmax(-1)]
+  sub_path = os.path.join(output_dir, "%s.tsv" % (split.submission or task.name))
+  io_utils.atomic_write_text(
+      sub_path, "index\tprediction\n" + "".join(
+          "%s\t%s\n" % (i, a) for i, a in zip(examples.ids, answers)))
+  return results_path, sub_path
+
+
+def _epoch_ends(num_examples, batch_size, epochs, total_steps):
+  """Global steps at which each epoch ends (the last is ``total_steps``)."""
+  per_epoch = num_examples / batch_size
+  ends = sorted({min(total_steps, max(1, int(round(per_epoch * k))))
+                 for k in range(1, int(math.ceil(epochs)) + 1)})
+  return [e for e in ends if e < total_steps] + [total_steps]
+
+
+def _labels_from_run_config(task, output_dir):
+  """A generic task with the labels a previous run recorded, or None."""
+  path = os.path.join(output_dir, RUN_CONFIG)
+  if not os.path.exists(path):
+    return None
+  with open(path, encoding="utf-8") as f:
+    labels = json.load(f).get("labels")
+  return dataclasses.replace(task, labels=tuple(labels)) if labels else None
+
+
+def _write_run_files(params, task, config, vocab_file):
+  """Config, vocab and run settings beside the checkpoints (for re-export)."""
+  config.to_json_file(os.path.join(params.output_dir, "bert_config.json"))
+  dst = os.path.join(params.output_dir, "vocab.txt")
+  if os.path.abspath(vocab_file) != os.path.abspath(dst):
+    with io_utils.atomic_output(dst) as tmp:
+      shutil.copyfile(vocab_file, tmp)
+  io_utils.atomic_write_text(
+      os.path.join(params.output_dir, RUN_CONFIG),
+      json.dumps({"task_name": task.name, "labels": list(task.labels),
+                  "do_lower_case": params.do_lower_case,
+                  "max_seq_length": params.max_seq_length,
+                  "is_regression": task.is_regression,
+                  "is_pair": task.is_pair}, indent=2) + "\n")
+
+
+class ClassificationTask(base.Task):
+  """Sentence(-pair) classification or regression as a
+  :class:`bert_tf.tasks.base.Task`.
+
+  Reads the task's splits (GLUE/XNLI layouts, TSV/CSV, tensorflow-datasets)
+  on construction, so bad files are reported before any model is built.
+  Inputs: the raw strings through :class:`bert_tf.preprocessing.BertPreprocessor`
+  (the preprocessing every export contains), shuffled, optionally bucketed by
+  length. Loss: softmax cross-entropy (regression: squared error) divided by
+  the global batch. Evaluation: every dev split (MNLI: matched and
+  mismatched), the task's GLUE metrics with prefix ``eval_``
+  (``eval_mismatched_``); the best model is picked by the main metric
+  (:func:`bert_tf.metrics.main_metric`). Prediction: ``test_results.tsv`` and
+  the GLUE submission files (:func:`write_predictions`).
+
+  Args:
+    params: :class:`ClassifierParams`.
+    do_train / do_eval / do_predict: which splits to read.
+
+  Raises:
+    bert_tf.errors.TaskError / ConfigError / VocabError / ParamsError: naming
+    the bad flag, file and line.
+
+  Example::
+
+    task = ClassificationTask(ClassifierParams(
+        task_name="sst-2", data_dir="data/movie_review_sentences",
+        output_dir="/tmp/sst2", init_checkpoint=HF_DIR), do_eval=True)
+    Runner(RunnerParams.from_params(task.params)).run(
+        task, strategy, do_eval=True, eval_at_steps=task.eval_at_steps())
+  """
+
+  example_unit = "examples"
+  run_files = ("bert_config.json", "vocab.txt", RUN_CONFIG)
+
+  def __init__(self, params: ClassifierParams, do_train: bool = True,
+               do_eval: bool = True, do_predict: bool = False):
+    self.params = params
+    self.do_train = do_train
+    data_task = task_from_params(params)
+    config, vocab_file = resolve_config_and_vocab(params)
+    if params.max_seq_length > config.max_position_embeddings:
+      raise errors.ParamsError(
+          "--max_seq_length %d exceeds max_position_embeddings %d" %
+          (params.max_seq_length, config.max_position_embeddings),
+          argument="max_seq_length")
+    self.preprocessor = preprocessing.BertPreprocessor(
+        vocab_file, params.do_lower_case, params.max_seq_length)
+    if self.preprocessor.vocab_size > config.vocab_size:
+      raise errors.VocabError(
+          "vocab %r has %d tokens but the BERT config's vocab_size is %d" %
+          (vocab_file, self.preprocessor.vocab_size, config.vocab_size),
+          argument="vocab_file")
+    self.train = None
+    if data_task.labels is None and not do_train:
+      data_task = _labels_from_run_config(data_task, params.output_dir) or data_task
+    if do_train or data_task.labels is None:
+      self.train = load_split(data_task, params, data_task.train)
+      data_task, self.train = classifier_data.resolve_labels(data_task, self.train)
+    self.devs = ([(s, load_split(data_task, params, s)) for s in data_task.dev]
+                 if do_eval else [])
+    self.dev_datasets = [eval_dataset(self.preprocessor, data_task, ex,
+                                      params.eval_batch_size)
+                         for _, ex in self.devs]
+    self.tests = ([(s, load_split(data_task, params, s)) for s in data_task.test]
+                  if do_predict else [])
+    self.data_task = data_task
+    self.config = config
+    self.vocab_file = vocab_file
+    self.name = data_task.name
+    self.best_metric = "eval_" + metrics_lib.main_metric(data_task.metrics)
+    self.train_batch_size = params.train_batch_size
+    self.num_train_steps = 1
+    if do_train:
+      self.num_train_steps = max(1, int(len(self.train) / params.train_batch_size
+                                        * params.num_train_epochs))
+
+  def eval_at_steps(self) -> list:
+    """The global steps at which each epoch ends (dev evaluation points)."""
+    if not self.do_train:
+      return []
+    return _epoch_ends(len(self.train), self.params.train_batch_size,
+                       self.params.num_train_epochs, self.num_train_steps)
+
+  def optimizer_spec(self) -> base.OptimizerSpec:
+    p = self.params
+    return base.OptimizerSpec(p.learning_rate, self.num_train_steps,
+                              int(self.num_train_steps * p.warmup_proportion),
+                              p.optimizer)
+
+  def build_model(self):
+    return models.build_classifier(self.config, self.data_task.num_outputs)
+
+  def initialize(self, model):
+    if self.params.init_checkpoint:
+      return checkpoints.load_encoder_weights(model.encoder,
+                                              self.params.init_checkpoint)
+    if self.do_train:
+      logging.warning("no --init_checkpoint: fine-tuning from random weights")
+    return None
+
+  def write_run_files(self, output_dir: str) -> None:
+    _write_run_files(self.params, self.data_task, self.config, self.vocab_file)
+
+  def train_dataset(self, batch_size, input_context):
+    del input_context  # one worker reads all the examples
+    p, t = self.params, self.data_task
+    return classifier_data.examples_dataset(
+        self.preprocessor, self.train.texts_a, self.train.texts_b,
+        self.train.labels, batch_size, shuffle=True, seed=p.seed,
+        drop_remainder=True,
+        bucket_boundaries=BUCKETS if p.bucket_by_length else None,
+        label_dtype=tf.float32 if t.is_regression else tf.int32)
+
+  def compute_loss(self, model, features, totals=None):
+    del totals
+    features, y = features
+    logits = tf.cast(model(features, training=True), tf.float32)
+    if self.data_task.is_regression:
+      loss = tf.square(logits[:, 0] - y)
+      sums = {}
+    else:
+      loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits)
+      correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), y),
+                        tf.float32)
+      sums = {"correct": tf.reduce_sum(correct)}
+    sums["loss_sum"] = tf.reduce_sum(loss)
+    sums["examples"] = tf.cast(tf.shape(y)[0], tf.float32)
+    return tf.reduce_sum(loss) / float(self.params.train_batch_size), sums
+
+  def train_metrics(self, sums):
+    if not sums.get("examples"):
+      return {}
+    out = {"loss": sums["loss_sum"] / sums["examples"]}
+    if "correct" in sums:
+      out["accuracy"] = sums["correct"] / sums["examples"]
+    return out
+
+  def evaluate(self, model, print_fn):
+    out = {}
+    for (split, examples), ds in zip(self.devs, self.dev_datasets):
+      res, _ = evaluate(model, self.preprocessor, self.data_task, examples,
+                        self.params.eval_batch_size, dataset=ds)
+      out.update({_eval_prefix(split) + k: v for k, v in res.items()})
+      print_fn("%s (%d examples): %s" % (split.name, len(examples), "  ".join(
+          "%s=%.4f" % (k, v) for k, v in sorted(res.items()))))
+    return out
+
+  def predict(self, model, output_dir, print_fn):
+    del print_fn
+    files = []
+    for split, examples in self.tests:
+      ds = classifier_data.examples_dataset(
+          self.preprocessor, examples.texts_a, examples.texts_b, None,
+          self.params.predict_batch_size)
+      files.extend(write_predictions(output_dir, self.data_task, split, examples,
+                                     predict_logits(model, ds)))
+    return files

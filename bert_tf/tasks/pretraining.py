@@ -1,0 +1,317 @@
+"""The pretraining task: masked LM + next sentence (original ``run_pretraining.py``).
+
+:class:`PretrainingTask` supplies the model, inputs, loss and metrics to
+:class:`bert_tf.runner.Runner`, which owns the loop, resume and outputs;
+:func:`bert_tf.jobs.run_pretraining` composes the two.
+
+Loss, as the original: masked-LM ``sum(w * CE) / (sum(w) + 1e-5)`` plus
+next-sentence mean cross-entropy, over the GLOBAL batch: the denominators
+(the masked-LM weight sum and the example count) are summed over all
+replicas and accumulation micro-batches before the forward pass (see
+:class:`bert_tf.training.Trainer`), so one step is the same whether the
+batch runs on one device, on N replicas or in k micro-batches. (On one
+device this is exactly the original; the original on a TPU pod averaged the
+per-core losses, each with its own denominator.)
+
+Metrics as the original's ``eval_results.txt``: ``masked_lm_accuracy``,
+``masked_lm_loss``, ``next_sentence_accuracy``, ``next_sentence_loss``,
+``global_step``.
+
+Exact resume: the checkpoint holds the model, the optimizer (with its step),
+the dropout seed-generator states and the ``tf.data`` iterator (shuffle
+buffers and position), so with ``deterministic=True`` (op determinism) a
+run killed at any point and restarted ends with bit-identical weights.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Optional
+
+import tensorflow as tf
+
+from bert_tf import checkpoints
+from bert_tf import config as config_lib
+from bert_tf import errors
+from bert_tf import tokenization
+from bert_tf.data import pretraining_data
+from bert_tf.data import pretraining_input
+from bert_tf.modeling import models
+from bert_tf.params import field
+from bert_tf.tasks import base
+
+DTYPES = ("float32", "mixed_bfloat16", "mixed_float16")
+OPTIMIZERS = ("adamw_original", "adamw", "lamb")
+
+
+@dataclasses.dataclass
+class PretrainingParams:
+  """Flags of the original ``run_pretraining.py`` (same names and defaults),
+  plus the added ones; ``tools/run_pretraining.py`` defines its flags from
+  these fields."""
+  input_file: str = field(help="Input TF example files (comma-separated globs).")
+  output_dir: str = field(help="Where checkpoints and eval_results.txt go.")
+  init_checkpoint: Optional[str] = field(None, "Initial encoder weights (ours, original TF1, or a Hugging Face directory).")
+  max_seq_length: int = field(128, "Sequence length of the records.")
+  max_predictions_per_seq: int = field(20, "Masked LM predictions per record.")
+  train_batch_size: int = field(32, "Global training batch size (all replicas, all accumulation steps).")
+  eval_batch_size: int = field(8, "Eval batch size.")
+  learning_rate: float = field(5e-5, "Peak learning rate (Adam).")
+  num_train_steps: int = field(100000, "Number of training steps.")
+  num_warmup_steps: int = field(10000, "Number of warm-up steps.")
+  save_checkpoints_steps: int = field(1000, "How often to save a checkpoint.")
+  iterations_per_loop: int = field(100, "Steps per loop (and per progress line).")
+  max_eval_steps: int = field(100, "Maximum number of eval steps.")
+  optimizer: str = field("adamw_original", "Optimizer (default: the original AdamWeightDecay).", choices=OPTIMIZERS)
+  nsp: bool = field(True, "Train the next-sentence head (False: the paper's No-NSP ablation).")
+  seed: int = field(12345, "Shuffle, dropout and initialization seed.")
+  stop_at_step: Optional[int] = field(None, "Stop (with a checkpoint) at this step; a rerun resumes to --num_train_steps.")
+  vocab_file: Optional[str] = field(None, "Vocab of the model; default: vocab.txt beside --bert_config_file or --init_checkpoint. Checked against vocab_size.")
+  num_accumulation_steps: int = field(1, "Split each replica's batch into this many micro-batches; one update from their summed gradients.")
+  dtype: str = field("float32", "Compute dtype policy (mixed_float16 adds dynamic loss scaling).", choices=DTYPES)
+  jit_compile: bool = field(False, "XLA-compile the forward and backward pass.")
+  deterministic: bool = field(False, "Enable TensorFlow op determinism (bit-identical reruns and resumes).")
+  dynamic: bool = field(False, "Input files hold tokenized documents (tools/create_pretraining_documents.py); pairs and masks are made on the fly.")
+  masked_lm_prob: float = field(0.15, "--dynamic: masked LM probability.")
+  short_seq_prob: float = field(0.1, "--dynamic: probability of a shorter target length.")
+  do_whole_word_mask: bool = field(False, "--dynamic: mask whole words.")
+  keep_checkpoint_max: int = field(3, "Checkpoints kept.")
+
+
+build_pretrainer = models.build_pretrainer
+
+
+def loss_normalizers(features):
+  """Counters the loss is divided by: float32 ``mlm_weight`` (sum of
+  ``masked_lm_weights``) and ``examples`` (batch size), from the inputs."""
+  return {"mlm_weight": tf.reduce_sum(tf.cast(features["masked_lm_weights"],
+                                              tf.float32)),
+          "examples": tf.cast(tf.shape(features["input_ids"])[0], tf.float32)}
+
+
+def pretraining_metrics(outputs, features, nsp=True, totals=None):
+  """Loss (original definition) and metric counters.
+
+  Args:
+    outputs: :class:`BertPretrainer` outputs (logits of any float dtype;
+      the loss is computed in float32).
+    features: the batch (see :func:`pretraining_input.pretraining_dataset`).
+    totals: optional global ``{"mlm_weight", "examples"}`` (see
+      :func:`loss_normalizers`): the loss is then this batch's share of the
+      global loss ``sum(w*CE)/(W + 1e-5) + sum(nsp CE)/N``; else the loss of
+      this batch alone.
+
+  Returns:
+    ``(loss, sums)``: ``loss`` float32 scalar; ``sums`` dict of float32
+    counters: ``mlm_loss_sum``, ``mlm_weight``, ``mlm_correct``,
+    ``nsp_loss_sum``, ``nsp_correct``, ``examples``.
+  """
+  logits = tf.cast(outputs["masked_lm_logits"], tf.float32)
+  num, den = models.masked_lm_loss(logits, features["masked_lm_ids"],
+                                   features["masked_lm_weights"])
+  w = tf.cast(features["masked_lm_weights"], tf.float32)
+  pred = tf.argmax(logits, -1, output_type=tf.int32)
+  correct = tf.cast(tf.equal(pred, features["masked_lm_ids"]), tf.float32)
+  batch = tf.cast(tf.shape(logits)[0], tf.float32)
+  mlm_den = den if totals is None else totals["mlm_weight"]
+  examples = batch if totals is None else totals["examples"]
+  loss = num / (mlm_den + 1e-5)
+  sums = {"mlm_loss_sum": num, "mlm_weight": den,
+          "mlm_correct": tf.reduce_sum(correct * w), "examples": batch}
+  if nsp:
+    nsp_logits = tf.cast(outputs["next_sentence_logits"], tf.float32)
+    labels = tf.reshape(features["next_sentence_labels"], [-1])
+    nsp_sum = models.next_sentence_loss(nsp_logits, labels)
+    loss += nsp_sum / examples
+    sums["nsp_loss_sum"] = nsp_sum
+    sums["nsp_correct"] = tf.reduce_sum(tf.cast(tf.equal(
+        tf.argmax(nsp_logits, -1, output_type=tf.int32), labels), tf.float32))
+  return loss, sums
+
+
+def summarize(sums):
+  """Metric counters -> the original's named metrics (floats)."""
+  out = {}
+  if sums.get("mlm_weight"):
+    out["masked_lm_loss"] = sums["mlm_loss_sum"] / sums["mlm_weight"]
+    out["masked_lm_accuracy"] = sums["mlm_correct"] / sums["mlm_weight"]
+  if "nsp_loss_sum" in sums and sums.get("examples"):
+    out["next_sentence_loss"] = sums["nsp_loss_sum"] / sums["examples"]
+    out["next_sentence_accuracy"] = sums["nsp_correct"] / sums["examples"]
+  return out
+
+
+def vocab_size_of(vocab_file):
+  """Number of tokens in a vocab file (one per line, as the original)."""
+  return len(tokenization.load_vocab(vocab_file))
+
+
+def check_inputs(config, params, batch_records=None):
+  """Everything that can be checked before any step runs.
+
+  Checks ``--max_seq_length`` against ``max_position_embeddings``, the vocab
+  file's size against ``vocab_size``, that ``--input_file`` matches files,
+  and (static pipeline) the first records of every shard: their widths
+  against ``--max_seq_length`` / ``--max_predictions_per_seq`` and their
+  token ids (the first batch of the first file) against ``vocab_size``.
+
+  Returns:
+    the list of input files.
+
+  Raises:
+    ValueError / ``pretraining_data.InputError`` /
+    ``pretraining_input.RecordError``, naming the flag or file.
+  """
+  if params.max_seq_length > config.max_position_embeddings:
+    raise ValueError("--max_seq_length %d exceeds max_position_embeddings %d of "
+                     "the BERT config" % (params.max_seq_length,
+                                          config.max_position_embeddings))
+  if params.vocab_file:
+    n = vocab_size_of(params.vocab_file)
+    if n > config.vocab_size:
+      raise ValueError(
+          "vocab file %r has %d tokens but the BERT config's vocab_size is %d: "
+          "ids >= %d would index past the embedding table (the original "
+          "silently trains on NaNs); fix vocab_size in the config"
+          % (params.vocab_file, n, config.vocab_size, config.vocab_size))
+  if params.num_accumulation_steps < 1:
+    raise ValueError("--num_accumulation_steps must be >= 1, got %d"
+                     % params.num_accumulation_steps)
+  files = pretraining_data.expand_input_files(params.input_file)
+  if not params.dynamic:
+    pretraining_input.inspect_records(
+        files[:1], params.max_seq_length, params.max_predictions_per_seq,
+        vocab_size=config.vocab_size,
+        num_records=max(1, batch_records or params.train_batch_size))
+    if len(files) > 1:
+      pretraining_input.inspect_records(
+          files[1:], params.max_seq_length, params.max_predictions_per_seq,
+          vocab_size=config.vocab_size, num_records=1)
+  return files
+
+
+def _dataset(params, batch_size, is_training, input_context):
+  if params.dynamic:
+    from bert_tf.data.dynamic_masking import dynamic_pretraining_dataset  # pylint: disable=g-import-not-at-top
+    if not params.vocab_file:
+      raise ValueError("--dynamic needs --vocab_file")
+    return dynamic_pretraining_dataset(
+        params.input_file, params.vocab_file, batch_size, params.max_seq_length,
+        params.max_predictions_per_seq, masked_lm_prob=params.masked_lm_prob,
+        short_seq_prob=params.short_seq_prob,
+        do_whole_word_mask=params.do_whole_word_mask, nsp=params.nsp,
+        seed=params.seed, is_training=is_training, input_context=input_context)
+  return pretraining_input.pretraining_dataset(
+      params.input_file, batch_size, params.max_seq_length,
+      params.max_predictions_per_seq, is_training=is_training, seed=params.seed,
+      input_context=input_context)
+
+
+def _name_bad_record(params, files, error):
+  """Re-raises a tf.data parse error naming the file and record (scans the
+  shards one by one); re-raises ``error`` itself when no record is bad."""
+  if params.dynamic:
+    raise error
+  where = pretraining_input.find_bad_record(files, params.max_seq_length,
+                                            params.max_predictions_per_seq)
+  if where is None:
+    raise error
+  raise pretraining_input.RecordError("--input_file: " + where) from None
+
+
+def evaluate(model, params, nsp=True):
+  """One ordered pass (at most ``max_eval_steps`` batches) over ``input_file``.
+
+  Static pipeline: the records in file order, not shuffled, the last partial
+  batch kept (the original's ``is_training=False`` input_fn).
+  """
+  ds = _dataset(params, params.eval_batch_size, False, None)
+
+  @tf.function(reduce_retracing=True)
+  def step(features):
+    return pretraining_metrics(model(features, training=False), features, nsp)[1]
+
+  totals = {}
+  for i, features in enumerate(ds):
+    if i >= params.max_eval_steps:
+      break
+    for k, v in step(features).items():
+      totals[k] = totals.get(k, 0.0) + float(v)
+  return summarize(totals)
+
+
+class PretrainingTask(base.Task):
+  """Masked-LM + next-sentence pretraining as a :class:`bert_tf.tasks.base.Task`.
+
+  Inputs: the original TFRecords (``--input_file``), or tokenized documents
+  masked on the fly (``dynamic``); the iterator position is checkpointed
+  (exact resume). Loss: :func:`pretraining_metrics` over the global batch
+  (:func:`loss_normalizers`). Evaluation: one ordered pass of at most
+  ``max_eval_steps`` batches (:func:`evaluate`).
+
+  Args:
+    config: :class:`bert_tf.config.BertConfig`.
+    params: :class:`PretrainingParams`.
+
+  Example::
+
+    task = PretrainingTask(BertConfig.from_json_file("bert_config.json"),
+                           PretrainingParams(input_file="out.tfrecord",
+                                             output_dir="/tmp/pt"))
+    Runner(RunnerParams.from_params(task.params)).run(task, strategy)
+  """
+
+  name = "pretraining"
+  example_unit = "seq"
+  throughput_name = "sequences_per_second"
+  resumable_input = True
+  normalized_loss = True
+  run_files = ("bert_config.json",)
+
+  def __init__(self, config: config_lib.BertConfig, params: PretrainingParams):
+    self.config = config
+    self.params = params
+    self.train_batch_size = params.train_batch_size
+    self._files = None
+
+  def check_inputs(self) -> None:
+    self._files = check_inputs(self.config, self.params)
+
+  def optimizer_spec(self) -> base.OptimizerSpec:
+    p = self.params
+    return base.OptimizerSpec(p.learning_rate, p.num_train_steps,
+                              p.num_warmup_steps, p.optimizer)
+
+  def build_model(self):
+    return models.build_pretrainer(self.config, nsp=self.params.nsp)
+
+  def initialize(self, model):
+    if self.params.init_checkpoint:
+      return checkpoints.load_encoder_weights(model.encoder,
+                                              self.params.init_checkpoint)
+    return None
+
+  def write_run_files(self, output_dir: str) -> None:
+    self.config.to_json_file(os.path.join(output_dir, "bert_config.json"))
+
+  def train_dataset(self, batch_size, input_context):
+    return _dataset(self.params, batch_size, True, input_context)
+
+  def loss_normalizers(self, features):
+    return loss_normalizers(features)
+
+  def compute_loss(self, model, features, totals=None):
+    outputs = model(features, training=True)
+    return pretraining_metrics(outputs, features, self.params.nsp, totals)
+
+  def train_metrics(self, sums):
+    return summarize(sums)
+
+  def explain_data_error(self, error):
+    _name_bad_record(self.params, self._files, error)
+
+  def evaluate(self, model, print_fn):
+    metrics = evaluate(model, self.params, nsp=self.params.nsp)
+    print_fn("eval: " + " ".join("%s=%.4f" % (k, v) for k, v in sorted(metrics.items())))
+    return metrics

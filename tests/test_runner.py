@@ -1,0 +1,177 @@
+"""The runner runs a task it has never seen: a small token-tagging task.
+
+Shows that a new task family (token tagging here; question answering and
+multiple choice alike) needs no change in :mod:`bert_tf.runner`: the task
+supplies model, inputs, loss, metrics, evaluation and predictions; the runner
+trains, checkpoints, resumes (data position included), evaluates, keeps the
+best model, writes TensorBoard scalars and calls the export hook.
+"""
+
+import json
+import os
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import config as config_lib
+from bert_tf import runner
+from bert_tf.modeling import encoder as encoder_lib
+from bert_tf.tasks import base
+
+SEQ, NUM_TAGS = 12, 3
+
+
+def tiny_config():
+  return config_lib.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1,
+                               num_attention_heads=2, intermediate_size=32,
+                               max_position_embeddings=SEQ)
+
+
+class Tagger(keras.Model):
+  """Encoder + one dense layer per token (BERT's tagging head, Figure 4d)."""
+
+  def __init__(self, config):
+    super().__init__()
+    self.encoder = encoder_lib.BertEncoder(config)
+    self.tags = keras.layers.Dense(NUM_TAGS, name="tags")
+
+  def call(self, features, training=False):
+    out = self.encoder(features, training=training)
+    return self.tags(out["sequence_output"])
+
+
+def synthetic(n, seed):
+  """Token ids in [5, 50); the tag of a token is its id mod 3."""
+  rng = np.random.RandomState(seed)
+  ids = rng.randint(5, 50, size=(n, SEQ)).astype(np.int32)
+  return {"input_ids": ids, "input_mask": np.ones_like(ids),
+          "segment_ids": np.zeros_like(ids)}, (ids % NUM_TAGS).astype(np.int32)
+
+
+class TaggingTask(base.Task):
+  name = "toy_tagging"
+  best_metric = "eval_accuracy"
+  resumable_input = True
+  run_files = ("tags.json",)
+
+  def __init__(self, num_train_steps=12):
+    self.train_batch_size = 8
+    self.num_train_steps = num_train_steps
+    self.train_x, self.train_y = synthetic(64, 0)
+    self.dev_x, self.dev_y = synthetic(32, 1)
+
+  def optimizer_spec(self):
+    return base.OptimizerSpec(1e-2, self.num_train_steps, 2)
+
+  def build_model(self):
+    model = Tagger(tiny_config())
+    model({k: v[:1] for k, v in self.train_x.items()})
+    return model
+
+  def write_run_files(self, output_dir):
+    with open(os.path.join(output_dir, "tags.json"), "w") as f:
+      json.dump(list(range(NUM_TAGS)), f)
+
+  def train_dataset(self, batch_size, input_context):
+    return (tf.data.Dataset.from_tensor_slices((self.train_x, self.train_y))
+            .shuffle(64, seed=3).repeat().batch(batch_size, drop_remainder=True))
+
+  def compute_loss(self, model, features, totals=None):
+    x, y = features
+    logits = model(x, training=True)
+    ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits)
+    per_example = tf.reduce_mean(ce, axis=1)
+    return (tf.reduce_sum(per_example) / self.train_batch_size,
+            {"loss_sum": tf.reduce_sum(per_example),
+             "examples": tf.cast(tf.shape(y)[0], tf.float32)})
+
+  def train_metrics(self, sums):
+    return {"loss": sums["loss_sum"] / sums["examples"]} if sums else {}
+
+  def evaluate(self, model, print_fn):
+    pred = np.argmax(model(self.dev_x).numpy(), -1)
+    acc = float((pred == self.dev_y).mean())
+    print_fn("dev: accuracy=%.4f" % acc)
+    return {"eval_accuracy": acc}
+
+  def predict(self, model, output_dir, print_fn):
+    path = os.path.join(output_dir, "tags.txt")
+    pred = np.argmax(model(self.dev_x).numpy(), -1)
+    np.savetxt(path, pred, fmt="%d")
+    return [path]
+
+
+def strategy():
+  return tf.distribute.OneDeviceStrategy("/cpu:0")
+
+
+def variables_of(model):
+  """Every variable by its position (Keras' auto-numbered paths differ
+  between models built in one process)."""
+  return {"%03d:%s" % (i, v.path.split("/")[-1]): v.numpy()
+          for i, v in enumerate(model.variables)}
+
+
+def test_new_task_family_needs_no_runner_change(tmp_path):
+  out = str(tmp_path / "run")
+  lines, exported, final = [], [], {}
+  params = runner.RunnerParams(output_dir=out, iterations_per_loop=2,
+                               save_checkpoints_steps=4, deterministic=True, seed=5)
+
+  def export_fn(model):
+    exported.append(model)
+    return os.path.join(out, "export", "1")
+
+  res = runner.Runner(params, lines.append).run(
+      TaggingTask(), strategy(), do_train=True, do_eval=True, do_predict=True,
+      eval_at_steps=(4, 8), export_fn=export_fn,
+      on_finish=lambda m, o: final.update(variables_of(m)))
+  assert res["global_step"] == 12
+  assert sum(l.startswith("dev: accuracy") for l in lines) == 3  # steps 4, 8, 12
+  assert res["eval_accuracy"] > 0.5  # learned id -> id % 3 (chance: 0.33)
+  assert any(l.startswith("step 12/12 loss=") for l in lines), lines
+  results = dict(l.split(" = ") for l in open(os.path.join(out, "eval_results.txt"))
+                 .read().splitlines())
+  assert set(results) == {"eval_accuracy", "global_step"} and results["global_step"] == "12"
+  best = json.load(open(os.path.join(out, "best", "best.json")))
+  assert best["metric"] == "accuracy" and best["step"] in (4, 8, 12)
+  assert os.path.exists(os.path.join(out, "best", "tags.json"))  # the task's run file
+  assert res["best_step"] == best["step"] and len(exported) == 1
+  assert res["export_path"].endswith("export/1") and res["test_files"]
+  assert sorted(os.listdir(os.path.join(out, "train")))  # TensorBoard events
+  assert sorted(os.listdir(os.path.join(out, "eval")))
+
+  # Stop at step 6 and resume: every variable equals the uninterrupted run's
+  # (weights, optimizer and data position are all restored).
+  out2 = str(tmp_path / "resumed")
+  p2 = runner.RunnerParams(output_dir=out2, iterations_per_loop=2,
+                           save_checkpoints_steps=2, deterministic=True, seed=5,
+                           stop_at_step=6)
+  runner.Runner(p2, lambda s: None).run(TaggingTask(), strategy(), do_train=True)
+  resumed, got = [], {}
+  runner.Runner(runner.RunnerParams(output_dir=out2, iterations_per_loop=2,
+                                    save_checkpoints_steps=2, deterministic=True,
+                                    seed=5), resumed.append).run(
+      TaggingTask(), strategy(), do_train=True,
+      on_finish=lambda m, o: got.update(variables_of(m)))
+  assert any("resumed from" in l and "at step 6" in l for l in resumed), resumed
+  uninterrupted = {}
+  runner.Runner(runner.RunnerParams(output_dir=str(tmp_path / "whole"),
+                                    iterations_per_loop=2, save_checkpoints_steps=2,
+                                    deterministic=True, seed=5),
+                lambda s: None).run(
+      TaggingTask(), strategy(), do_train=True,
+      on_finish=lambda m, o: uninterrupted.update(variables_of(m)))
+  assert sorted(got) == sorted(uninterrupted)
+  differ = [k for k in got if got[k].tobytes() != uninterrupted[k].tobytes()]
+  assert not differ, differ
+
+
+def test_runner_params_from_task_params_by_name():
+  from bert_tf.tasks import classification  # pylint: disable=g-import-not-at-top
+  p = classification.ClassifierParams(task_name="sst-2", data_dir="d", output_dir="o",
+                                      iterations_per_loop=7, seed=3, dtype="float32")
+  r = runner.RunnerParams.from_params(p)
+  assert (r.output_dir, r.iterations_per_loop, r.seed, r.keep_checkpoint_max) == ("o", 7, 3, 2)
+  assert runner.RunnerParams.from_params(p, seed=9).seed == 9

@@ -40,7 +40,7 @@ import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-posi
 import tensorflow_text  # noqa: F401  pylint: disable=unused-import,g-import-not-at-top,wrong-import-position
 
 from bert_tf import checkpoints  # pylint: disable=g-import-not-at-top,wrong-import-position
-from bert_tf import classifier  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bert_tf.tasks import classification as classifier  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf import preprocessing  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf.export import saved_model  # pylint: disable=g-import-not-at-top,wrong-import-position
 

@@ -1,6 +1,6 @@
 """Rebuilds a fine-tuned classifier from a ``run_classifier.py`` output dir.
 
-``bert_tf.classifier.run_classifier`` writes, beside its checkpoints
+``bert_tf.jobs.run_classifier`` writes, beside its checkpoints
 (``ckpt-N``, a ``tf.train.Checkpoint(model=..., encoder=..., optimizer=...)``):
 ``bert_config.json``, ``vocab.txt`` and ``classifier_config.json``
 (``task_name``, ``labels``, ``do_lower_case``, ``max_seq_length``,
@@ -15,13 +15,14 @@ import os
 
 import tensorflow as tf
 
-from bert_tf import classifier
+from bert_tf import runner
+from bert_tf.tasks import classification as classifier
 from bert_tf import config as config_lib
 from bert_tf import preprocessing
 from bert_tf import errors
 
-RUN_CONFIG = "classifier_config.json"
-BEST_DIR = "best"  # bert_tf.classifier.BEST_DIR
+RUN_CONFIG = classifier.RUN_CONFIG
+BEST_DIR = runner.BEST_DIR
 
 
 FineTunedDirError = errors.FineTunedDirError  # re-exported; defined in bert_tf.errors

@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import classifier
+from bert_tf import jobs
+from bert_tf.tasks import classification as classifier
 from bert_tf import config as config_lib
 from bert_tf import distribute
 from bert_tf import metrics
@@ -501,7 +502,7 @@ def test_pair_task_train_eval_predict_best(tmp_path):
   d, out = str(tmp_path / "mrpc"), str(tmp_path / "out")
   expect = write_mrpc(d)
   lines = []
-  res = classifier.run_classifier(_params("MRPC", d, out), STRATEGY(),
+  res = jobs.run_classifier(_params("MRPC", d, out), STRATEGY(),
                                   do_train=True, do_eval=True, do_predict=True,
                                   print_fn=lines.append)
   ev = _eval_results(out)
@@ -535,7 +536,7 @@ def test_pair_task_train_eval_predict_best(tmp_path):
 def test_stsb_regression(tmp_path):
   d, out = str(tmp_path / "stsb"), str(tmp_path / "out")
   expect = write_stsb(d)
-  classifier.run_classifier(_params("sts-b", d, out, num_train_epochs=1),
+  jobs.run_classifier(_params("sts-b", d, out, num_train_epochs=1),
                             STRATEGY(), do_train=True,
                             do_eval=True, do_predict=True, print_fn=lambda s: None)
   ev = _eval_results(out)
@@ -569,7 +570,7 @@ def test_generic_csv_end_to_end(tmp_path):
   write_csv(d)
   params = _params("csv", d, out, num_train_epochs=1, text_a_column="statement",
                    text_b_column="reply", label_column="verdict")
-  classifier.run_classifier(params, STRATEGY(), do_train=True,
+  jobs.run_classifier(params, STRATEGY(), do_train=True,
                             do_eval=True, do_predict=True, print_fn=lambda s: None)
   assert set(_eval_results(out)) == {"eval_accuracy", "eval_loss", "global_step"}
   run = json.load(open(os.path.join(out, classifier.RUN_CONFIG)))
@@ -580,7 +581,7 @@ def test_generic_csv_end_to_end(tmp_path):
   assert {r[1] for r in sub[1:]} <= {"random", "reply"}
   # Predict-only later: labels come from the run's classifier_config.json.
   params.labels = None
-  res = classifier.run_classifier(params, STRATEGY(),
+  res = jobs.run_classifier(params, STRATEGY(),
                                   do_train=False, do_eval=False, do_predict=True,
                                   print_fn=lambda s: None)
   assert res["best_step"] == 3

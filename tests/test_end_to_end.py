@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import classifier
+from bert_tf.tasks import classification as classifier
 from bert_tf import preprocessing
 from bert_tf.data import classifier_data
 from conftest import (DATA, MOVIE_DIR, SAMPLE_TEXT, TINY_CONFIG, VOCAB, copy_slice,

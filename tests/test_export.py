@@ -22,7 +22,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_text
 
-from bert_tf import classifier
+from bert_tf.tasks import classification as classifier
 from bert_tf import config as config_lib
 from bert_tf import preprocessing
 from conftest import MOVIE_DIR, ROOT, TINY_CONFIG, VOCAB, copy_slice, run_tool

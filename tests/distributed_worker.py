@@ -9,7 +9,7 @@ Mirrored step (clip per replica, then all-reduce) as a negative control.
 
 ``python tests/distributed_worker.py worker DATA OUT_DIR NPZ``: one worker
 of a MultiWorkerMirroredStrategy job (``TF_CONFIG`` in the environment):
-pretrains a few steps with :func:`bert_tf.pretraining.run_pretraining` and
+pretrains a few steps with :func:`bert_tf.jobs.run_pretraining` and
 dumps its final weights to ``NPZ``.
 """
 
@@ -47,7 +47,8 @@ def steps_mode(data):
   tf.config.set_logical_device_configuration(
       cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
   import keras  # pylint: disable=g-import-not-at-top
-  from bert_tf import optimization, pretraining, training  # pylint: disable=g-import-not-at-top
+  from bert_tf import optimization, training  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import pretraining  # pylint: disable=g-import-not-at-top
   from bert_tf.data import pretraining_input  # pylint: disable=g-import-not-at-top
   cfg = tiny_config()
   num_steps, lr = 3, 2e-3
@@ -120,22 +121,24 @@ def steps_mode(data):
   }))
 
 
-def worker_mode(data, out_dir, npz):
+def worker_mode(data, out_dir, npz, stop_at_step="0", deterministic="0"):
   strategy = tf.distribute.MultiWorkerMirroredStrategy()
-  from bert_tf import pretraining  # pylint: disable=g-import-not-at-top
+  from bert_tf import jobs  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import pretraining  # pylint: disable=g-import-not-at-top
   params = pretraining.PretrainingParams(
       input_file=data, output_dir=out_dir, max_seq_length=64,
       max_predictions_per_seq=10, train_batch_size=8, learning_rate=1e-3,
       num_train_steps=4, num_warmup_steps=1, save_checkpoints_steps=2,
-      iterations_per_loop=2)
+      iterations_per_loop=2, stop_at_step=int(stop_at_step) or None,
+      deterministic=deterministic == "1")
 
   def dump(model, optimizer):
     np.savez(npz, step=int(optimizer.iterations.numpy()), **weights(model))
-  pretraining.run_pretraining(tiny_config(), params, strategy, on_finish=dump)
+  jobs.run_pretraining(tiny_config(), params, strategy, on_finish=dump)
 
 
 if __name__ == "__main__":
   if sys.argv[1] == "steps":
     steps_mode(sys.argv[2])
   else:
-    worker_mode(*sys.argv[2:5])
+    worker_mode(*sys.argv[2:])

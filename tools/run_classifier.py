@@ -42,6 +42,7 @@ flags.DEFINE_bool("do_train", False, "Whether to run training.")
 flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
 flags.DEFINE_bool("do_predict", False, "Whether to predict the test set (test_results.tsv).")
 _common.define_training_flags()
+flags.adopt_module_key_flags(_common)  # --helpshort lists them too
 
 
 def export_classifier(model, task):

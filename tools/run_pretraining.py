@@ -43,6 +43,7 @@ flags.DEFINE_string("gcp_project", None, "GCP project of the Cloud TPU (TPUClust
 flags.DEFINE_string("master", None, "TPU master address (used when --tpu_name is unset).")
 flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility; TPUStrategy finds the cores.")
 _common.define_training_flags()
+flags.adopt_module_key_flags(_common)  # --helpshort lists them too
 flags.mark_flags_as_required(["bert_config_file"])
 
 

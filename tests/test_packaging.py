@@ -1,0 +1,92 @@
+"""The distribution and the tools as a user meets them.
+
+* ``pip wheel .`` builds a wheel holding ``bert_tf``, the top-level
+  ``export/`` as ``bert_tf.export``, ``tools/`` as ``bert_tf.tools``, and a
+  console script for every tool.
+* The console scripts and ``python tools/X.py`` both run.
+* Tools are quiet on a CPU machine: no TensorFlow C++ start-up banner and no
+  CUDA probe error unless ``--verbosity`` asks; real errors still show.
+"""
+
+import configparser
+import os
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from conftest import ROOT, run_tool
+
+TOOLS = ["build_vocab", "convert_checkpoint", "create_pretraining_data",
+         "create_pretraining_documents", "export_saved_model", "predict_saved_model",
+         "run_classifier", "run_pretraining"]
+NOISE = ("cuInit", "absl::InitializeLog", "cpu_feature_guard", "cudart_stub")
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+  out = tmp_path_factory.mktemp("wheel")
+  subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
+                  "--no-build-isolation", "-q", "-w", str(out), ROOT],
+                 check=True, capture_output=True, text=True)
+  wheels = [f for f in os.listdir(out) if f.endswith(".whl")]
+  assert len(wheels) == 1, wheels
+  return zipfile.ZipFile(os.path.join(out, wheels[0]))
+
+
+def test_wheel_holds_the_package_the_exporter_and_the_tools(wheel):
+  names = set(wheel.namelist())
+  for path in ("bert_tf/__init__.py", "bert_tf/errors.py", "bert_tf/runner.py",
+               "bert_tf/modeling/encoder.py", "bert_tf/tasks/classification.py",
+               "bert_tf/export/saved_model.py", "bert_tf/export/warmup.py",
+               "bert_tf/tools/run_classifier.py", "bert_tf/tools/_startup.py"):
+    assert path in names, path
+  assert not [n for n in names if n.startswith(("tests/", "export/", "tools/"))]
+  entry = [n for n in names if n.endswith("entry_points.txt")][0]
+  cfg = configparser.ConfigParser()
+  cfg.read_string(wheel.read(entry).decode())
+  scripts = dict(cfg["console_scripts"])
+  for tool in TOOLS:
+    name = "bert-" + tool.replace("_", "-")
+    assert scripts.get(name) == "bert_tf.tools.%s:run" % tool, (name, scripts)
+  meta = [n for n in names if n.endswith("METADATA")][0]
+  text = wheel.read(meta).decode()
+  assert "Requires-Dist: tensorflow==" in text and "Requires-Dist: tqdm==" in text
+  assert "Provides-Extra: test" in text and 'pytest==' in text
+
+
+def test_console_scripts_and_tool_files_run():
+  bindir = os.path.dirname(sys.executable)
+  for tool in ("run_classifier", "create_pretraining_data"):
+    script = os.path.join(bindir, "bert-" + tool.replace("_", "-"))
+    assert os.path.exists(script), script
+    for cmd in ([script, "--helpfull"], [sys.executable, "tools/%s.py" % tool,
+                                         "--helpshort"]):
+      p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+      assert "--output_dir" in p.stdout + p.stderr or "--output_file" in p.stdout + p.stderr, (
+          cmd, p.stdout[-2000:], p.stderr[-2000:])
+
+
+def test_import_of_the_installed_package_needs_no_checkout_path(tmp_path):
+  code = ("import bert_tf, bert_tf.export.saved_model as s, bert_tf.tools._common; "
+          "print(bert_tf.__version__, sorted(bert_tf.__all__)[:2])")
+  p = subprocess.run([sys.executable, "-c", code], cwd=str(tmp_path),
+                     capture_output=True, text=True)
+  assert p.returncode == 0, p.stderr[-2000:]
+  assert p.stdout.startswith("0.1.0")
+
+
+def test_tools_are_quiet_on_cpu_unless_asked(tmp_path):
+  args = ["tools/convert_checkpoint.py", "--input=" + str(tmp_path / "nothing"),
+          "--output=" + str(tmp_path / "out")]
+  quiet = run_tool(args, check=False)
+  assert quiet.returncode != 0
+  lines = [l for l in quiet.stderr.splitlines() if l.strip()]
+  assert lines == ["convert_checkpoint: error: --bert_config_file is required for %r"
+                   % str(tmp_path / "nothing")], quiet.stderr[-3000:]
+  assert not any(n in quiet.stderr for n in NOISE)
+  loud = run_tool(args + ["--verbosity=0"], check=False)
+  assert loud.returncode != 0 and "convert_checkpoint: error:" in loud.stderr
+  # TensorFlow's own start-up lines come back with --verbosity=0.
+  assert len(loud.stderr.splitlines()) > len(lines), loud.stderr[-3000:]

@@ -1,4 +1,4 @@
-"""Throughput of the dynamic masking pipeline (issue 4 item 2), by hand.
+"""Throughput of the dynamic masking pipeline, by hand.
 
 Prints examples/s that ``bert_tf.data.dynamic_masking.dynamic_pretraining_dataset``
 delivers at batch 32, seq 128, 20 predictions, with and without whole-word

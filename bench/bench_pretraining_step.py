@@ -1,6 +1,6 @@
 """Pretraining step speed: bert_tf vs keras-hub, side by side in one run.
 
-Issue 4 item 7. Measures sequences/s of one full pretraining step (forward,
+Measures sequences/s of one full pretraining step (forward,
 masked-LM + next-sentence losses, backward, optimizer update) at a given
 shape, for:
 

@@ -1,6 +1,6 @@
 """Fine-tuning accuracy: bert_tf vs Hugging Face transformers, same recipe.
 
-Issue 5 item 6. Fine-tunes the real all-MiniLM-L6-v2 weights on the movie-review
+Fine-tunes the real all-MiniLM-L6-v2 weights on the movie-review
 sentences (data/movie_review_sentences, SST-2 layout) twice with one recipe:
 3 epochs, learning rate 5e-5, batch 32, max_seq_length 128, AdamW with 10%
 linear warm-up then linear decay to 0, weight decay 0.01 (LayerNorm and biases

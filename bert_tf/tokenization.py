@@ -4,7 +4,7 @@ Source: google-research/bert ``tokenization.py`` (``FullTokenizer`` =
 ``BasicTokenizer`` + ``WordpieceTokenizer``), run under Python 3. Every rule
 here (cleaning, CJK spacing, lower-casing with accent stripping, punctuation
 splitting, greedy longest-match WordPiece with a 200-character word limit) is
-the original's; see ``../shared/DESIGN.md`` section 2.
+the original's.
 
 This is the tokenizer that ``tools/create_pretraining_data.py`` uses (so its
 output is record-for-record identical to the original's). Fine-tuning and

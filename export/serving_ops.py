@@ -15,13 +15,14 @@ Minimum server versions (sources):
   "Some Tensorflow Text ops have been added to ModelServer ...
   wordpiece_tokenizer").
 * every other tensorflow-text op that exists in tensorflow-text 2.2:
-  TF Serving 2.2, which links all tensorflow-text ops (project notes,
-  ``../shared/DESIGN.md`` section 3).
-* ``FastBertNormalize`` (and the other fast-BERT ops): TF Serving 2.12
-  (DESIGN.md section 3).
+  TF Serving 2.2, which links all tensorflow-text ops (its build links the
+  tensorflow-text op library since 2.2).
+* ``FastBertNormalize`` (and the other fast-BERT ops): TF Serving 2.12,
+  the first server bundling a tensorflow-text with them.
 * ``TFText>RoundRobinTrim`` / ``TFText>RoundRobinGenerateMasks``: added in
-  tensorflow-text 2.13 and missing from TF Serving 2.12-2.19, so 2.20
-  (DESIGN.md section 3).
+  tensorflow-text 2.13 and missing from TF Serving 2.12-2.19, so 2.20.
+
+The same table is in README.md ("Serving an export with TF Serving").
 """
 
 import glob
@@ -32,20 +33,20 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 # Op name -> (minimum TF Serving version, source). Ops of tensorflow-text
 # not listed here get DEFAULT_MIN_SERVING.
-DEFAULT_MIN_SERVING = ("2.2", "DESIGN.md section 3: TF Serving links all "
-                       "tensorflow-text ops since 2.2")
+DEFAULT_MIN_SERVING = ("2.2", "TF Serving links all tensorflow-text ops "
+                       "since 2.2")
 MIN_SERVING_VERSION = {
     "WordpieceTokenizeWithOffsets": (
         "2.0", "tensorflow/serving RELEASE.md 2.0.0: wordpiece_tokenizer "
         "added to ModelServer"),
-    "FastBertNormalize": ("2.12", "DESIGN.md section 3"),
-    "FastWordpieceTokenizeWithOffsets": ("2.12", "DESIGN.md section 3 (fast "
-                                         "BERT ops, same release)"),
+    "FastBertNormalize": ("2.12", "fast BERT ops: first in TF Serving 2.12"),
+    "FastWordpieceTokenizeWithOffsets": ("2.12", "fast BERT ops: first in TF "
+                                         "Serving 2.12"),
     "TFText>RoundRobinTrim": (
-        "2.20", "DESIGN.md section 3: added in tensorflow-text 2.13, missing "
+        "2.20", "added in tensorflow-text 2.13, missing "
         "from TF Serving 2.12-2.19"),
     "TFText>RoundRobinGenerateMasks": (
-        "2.20", "DESIGN.md section 3: added in tensorflow-text 2.13, missing "
+        "2.20", "added in tensorflow-text 2.13, missing "
         "from TF Serving 2.12-2.19"),
 }
 

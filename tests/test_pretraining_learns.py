@@ -1,6 +1,6 @@
 """Pretraining learns: a small BERT trained from scratch memorizes a corpus.
 
-Issue 4 item 6. Static records from ``data/corpus/sample_text.txt`` (the
+Static records from ``data/corpus/sample_text.txt`` (the
 original's own sample corpus; fixed seed), a small model trained in-process by
 :func:`bert_tf.pretraining.run_pretraining` (the library behind
 ``tools/run_pretraining.py``), then its evaluation pass over the same

@@ -29,7 +29,7 @@ def test_same_tokens_as_original_on_every_austen_line(ours, original):
   assert not mismatches, mismatches[:5]
 
 
-# The original's own tokenizer_test.py cases, plus edge cases of DESIGN.md §2.
+# The original's own tokenizer_test.py cases, plus edge cases of its rules (cleaning, CJK, accents, punctuation, WordPiece limits).
 CASES = [
     ("  \tHeLLo!how  \n Are yoU?  ", True),
     ("  \tHeLLo!how  \n Are yoU?  ", False),

@@ -1,7 +1,45 @@
-"""SavedModel export of fine-tuned BERT models for TF Serving.
+"""SavedModel export of fine-tuned BERT models for TF Serving (``bert_tf.export``).
 
-``saved_model`` (classifier / preprocessor / encoder exports), ``warmup``
+The top-level ``export/`` folder, installed as ``bert_tf.export``. It sits
+above the library (nothing in ``bert_tf`` imports it): the tools and the
+runner's export hook call it.
+
+Public API (imported lazily):
+
+* :func:`export_classifier` - a fine-tuned classifier with its
+  ``BertPreprocessor`` inside: raw strings in, probabilities/labels out.
+* :func:`export_preprocessor`, :func:`export_encoder` - the TF Hub split.
+* :func:`load_fine_tuned` - rebuild a ``run_classifier.py`` output dir.
+* :func:`read_metadata` - an export's ``assets.extra/bert_tf_export.json``.
+
+Modules: ``saved_model`` (serving modules, SavedModel writing), ``warmup``
 (``tf_serving_warmup_requests``), ``serving_ops`` (non-core ops and the
-minimum TF Serving version), ``fine_tuned`` (rebuild a run_classifier.py
-output directory for ``tools/export_saved_model.py``).
+minimum TF Serving version), ``fine_tuned`` (rebuild a run directory).
+
+Example::
+
+  from bert_tf import export
+  path = export.export_classifier(model, preprocessor, ["0", "1"], "exports/sst2",
+                                  task_name="sst-2", is_pair=False)
 """
+
+import importlib
+
+_API = {
+    "export_classifier": "bert_tf.export.saved_model",
+    "export_preprocessor": "bert_tf.export.saved_model",
+    "export_encoder": "bert_tf.export.saved_model",
+    "read_metadata": "bert_tf.export.saved_model",
+    "load_fine_tuned": "bert_tf.export.fine_tuned",
+    "FineTuned": "bert_tf.export.fine_tuned",
+}
+
+__all__ = sorted(_API)
+
+
+def __getattr__(name):
+  if name in _API:
+    value = getattr(importlib.import_module(_API[name]), name)
+    globals()[name] = value
+    return value
+  raise AttributeError("module 'bert_tf.export' has no attribute %r" % name)

@@ -4,9 +4,9 @@ The public API, imported lazily (``import bert_tf`` loads no TensorFlow, so
 the TF-free pretraining-data workers stay light):
 
   >>> import bert_tf
-  >>> config = bert_tf.BertConfig.from_preset("tiny")        # doctest: +SKIP
-  >>> encoder = bert_tf.BertEncoder(config)                    # doctest: +SKIP
-  >>> pre = bert_tf.BertPreprocessor("vocab.txt", max_seq_length=128)  # doctest: +SKIP
+  >>> config = bert_tf.preset("tiny")                           # doctest: +SKIP
+  >>> encoder = bert_tf.BertEncoder(config)                     # doctest: +SKIP
+  >>> pre = bert_tf.BertPreprocessor("vocab.txt", True, 128)    # doctest: +SKIP
 
 Importing the package selects the TensorFlow backend of Keras 3.
 """
@@ -22,6 +22,7 @@ __version__ = "0.1.0"
 # public name -> module that defines it
 _API = {
     "BertConfig": "bert_tf.config",
+    "preset": "bert_tf.config",
     "FullTokenizer": "bert_tf.tokenization",
     "BertPreprocessor": "bert_tf.preprocessing",
     "BertEncoder": "bert_tf.modeling.encoder",

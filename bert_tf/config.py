@@ -126,10 +126,47 @@ class BertConfig:
     """Writes ``bert_config.json`` atomically (temporary name, then rename)."""
     io_utils.atomic_write_text(path, self.to_json_string())
 
+  def get_config(self):
+    """Keras-style alias of :meth:`to_dict` (the ``bert_config.json`` keys).
+
+    A layer's ``get_config()`` stores this dict under ``"config"``;
+    :func:`as_bert_config` turns it back into a ``BertConfig``.
+    """
+    return self.to_dict()
+
   @property
   def size_per_head(self):
     """``hidden_size // num_attention_heads``."""
     return self.hidden_size // self.num_attention_heads
+
+
+def as_bert_config(value, source="<serialized config>"):
+  """A :class:`BertConfig` from a ``BertConfig`` or its dict (``to_dict()``).
+
+  The Keras layers of :mod:`bert_tf.modeling` accept either, so that
+  ``from_config`` (which passes the dict from ``get_config``) rebuilds them.
+
+  Example:
+    >>> c = preset("tiny")
+    >>> as_bert_config(c.to_dict()) == c
+    True
+
+  Args:
+    value: ``BertConfig`` (returned as is) or a dict with the original keys.
+    source: text naming where the dict came from, for errors.
+
+  Returns:
+    a validated :class:`BertConfig`.
+
+  Raises:
+    ConfigError: not a ``BertConfig`` or dict, or invalid values.
+  """
+  if isinstance(value, BertConfig):
+    return value
+  if isinstance(value, dict):
+    return BertConfig.from_dict(value, source=source)
+  raise ConfigError("%s: expected a BertConfig or a dict, got %s" %
+                    (source, type(value).__name__))
 
 
 # (L, H) of the released models; A = H / 64, intermediate = 4H.

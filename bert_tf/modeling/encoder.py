@@ -6,16 +6,24 @@ Source: google-research/bert ``modeling.BertModel``; paper section 3.
 import keras
 import tensorflow as tf
 
+from bert_tf import config as config_lib
 from bert_tf.modeling import layers as bert_layers
+from bert_tf.modeling import presets
 
 INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 
 
+@bert_layers.serializable
 class BertEncoder(keras.layers.Layer):
   """The BERT encoder as one Keras 3 layer.
 
+  Sub-layers: ``embeddings`` (:class:`BertEmbeddings`), ``layer_0`` ..
+  ``layer_{L-1}`` (:class:`TransformerBlock`) and ``pooler`` (Dense + tanh),
+  all built in the constructor; ``get_config`` stores the BertConfig dict, so
+  ``keras.models.load_model`` restores it from a ``.keras`` file.
+
   Args:
-    config: a :class:`bert_tf.config.BertConfig`.
+    config: a :class:`bert_tf.config.BertConfig` or its dict.
 
   Call args:
     inputs: dict with int32 (or int64) ``input_ids``, ``input_mask``,
@@ -32,10 +40,21 @@ class BertEncoder(keras.layers.Layer):
     + tanh on position 0), ``encoder_outputs`` list of L float [B, S, H]
     (every block's output; the last one [B, Q, H] with ``output_positions``)
     and ``embedding_output`` float [B, S, H].
+
+  Raises:
+    ConfigError: ``config`` is neither a ``BertConfig`` nor a valid dict.
+
+  Example:
+    >>> encoder = BertEncoder(config_lib.preset("tiny"), name="bert")
+    >>> out = encoder(encoder.dummy_inputs(batch=2, seq_len=8))
+    >>> out["pooled_output"].shape
+    TensorShape([2, 128])
+    >>> encoder = BertEncoder.from_preset("uncased_L-2_H-128_A-2")  # doctest: +SKIP
   """
 
-  def __init__(self, config, **kwargs):
+  def __init__(self, config: "config_lib.BertConfig | dict", **kwargs):
     super().__init__(**kwargs)
+    config = config_lib.as_bert_config(config)
     self.config = config
     self.embeddings = bert_layers.BertEmbeddings(config, name="embeddings")
     # One named attribute per block: Keras 3 keeps a list attribute out of
@@ -47,6 +66,46 @@ class BertEncoder(keras.layers.Layer):
         config.hidden_size, activation="tanh",
         kernel_initializer=bert_layers.initializer(config), name="pooler")
     self.pooler.build((None, config.hidden_size))
+    self.built = True  # every weight exists: .keras loading needs no build
+
+  def get_config(self) -> dict:
+    """Keras config: the base keys plus ``config`` (the BertConfig dict)."""
+    return dict(super().get_config(), config=self.config.to_dict())
+
+  @classmethod
+  def from_preset(cls, preset: str, config: "config_lib.BertConfig | None" = None,
+                  **kwargs) -> "BertEncoder":
+    """An encoder with pretrained weights, from a directory or file.
+
+    Args:
+      preset: a Hugging Face BERT directory (``config.json`` +
+        ``model.safetensors``); an original google-research/bert directory
+        (``bert_config.json`` + ``bert_model.ckpt.*``) or checkpoint
+        prefix; one of our run directories (``bert_config.json`` + our
+        checkpoints; ``best/`` preferred when present) or checkpoint
+        prefix; or a ``.keras`` file (of any bert_tf model: its encoder).
+      config: the BertConfig when ``preset`` is a checkpoint prefix without
+        a ``bert_config.json`` beside it.
+      **kwargs: layer keyword arguments (``name``, ``dtype``).
+
+    Returns:
+      a :class:`BertEncoder` (float32 weights in the original layout).
+
+    Raises:
+      CheckpointError: nothing loadable at ``preset``, or weights that do
+        not fit the config.
+      ConfigError: no config found, or an invalid one.
+    """
+    kwargs.setdefault("name", "bert")
+    return presets.load(preset, "encoder", lambda c: cls(c, **kwargs), config)
+
+  @property
+  def layers(self) -> list:
+    """Sub-layers in order: embeddings, layer_0 .. layer_{L-1}, pooler.
+
+    (``model.summary(expand_nested=True)`` lists them.)
+    """
+    return [self.embeddings] + self.blocks + [self.pooler]
 
   def call(self, inputs, training=False, output_positions=None):
     input_ids = tf.cast(inputs["input_ids"], tf.int32)

@@ -13,6 +13,10 @@ import math
 import keras
 import tensorflow as tf
 
+from bert_tf import config as config_lib
+
+serializable = keras.saving.register_keras_serializable(package="bert_tf")
+
 LAYER_NORM_EPSILON = 1e-12
 
 
@@ -100,14 +104,19 @@ def dropout(x, rate, seed):
   return tf.where(keep, x * tf.cast(1.0 / (1.0 - rate), x.dtype), tf.zeros([], x.dtype))
 
 
+@serializable
 class Dropout(keras.layers.Dropout):
   """``keras.layers.Dropout`` (same seed generator, same seed draws) whose
   mask comes from :func:`dropout`. Source: the original's ``dropout()`` in
   ``modeling.py`` (``tf.nn.dropout``): the same distribution, different
   random numbers. With a ``noise_shape`` it is Keras' layer unchanged.
+  ``get_config`` is Keras' (``rate``, ``noise_shape``, ``seed``).
 
   Call args: ``inputs`` (float tensor, any shape), ``training`` (bool).
   Returns: a tensor of ``inputs``' shape and dtype.
+
+  Example:
+    >>> y = Dropout(0.1)(tf.ones([2, 4]), training=True)  # [2, 4] float32
   """
 
   def call(self, inputs, training=False):
@@ -133,8 +142,13 @@ def layer_norm(name):
   return keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name=name)
 
 
+@serializable
 class BertEmbeddings(keras.layers.Layer):
   """Word + segment (token type) + position embeddings, LayerNorm, dropout.
+
+  Args:
+    config: a :class:`bert_tf.config.BertConfig` or its dict (as
+      ``get_config()`` stores it). All weights are created here.
 
   Weights (original names ``bert/embeddings/*``): ``word_embeddings``
   [vocab_size, H], ``token_type_embeddings`` [type_vocab_size, H],
@@ -147,10 +161,18 @@ class BertEmbeddings(keras.layers.Layer):
 
   Returns:
     float [B, S, H] (compute dtype).
+
+  Raises:
+    ConfigError: ``config`` is neither a ``BertConfig`` nor a valid dict.
+
+  Example:
+    >>> emb = BertEmbeddings(config_lib.preset("tiny"), name="embeddings")
+    >>> x = emb(tf.zeros([2, 8], tf.int32), tf.zeros([2, 8], tf.int32))  # [2, 8, 128]
   """
 
-  def __init__(self, config, **kwargs):
+  def __init__(self, config: "config_lib.BertConfig | dict", **kwargs):
     super().__init__(**kwargs)
+    config = config_lib.as_bert_config(config)
     self.config = config
     init = initializer(config)
     h = config.hidden_size
@@ -165,6 +187,11 @@ class BertEmbeddings(keras.layers.Layer):
     self.layer_norm = layer_norm("layer_norm")
     self.layer_norm.build((None, None, h))
     self.dropout = Dropout(config.hidden_dropout_prob)
+    self.built = True  # every weight exists: .keras loading needs no build
+
+  def get_config(self) -> dict:
+    """Keras config: the base keys plus ``config`` (the BertConfig dict)."""
+    return dict(super().get_config(), config=self.config.to_dict())
 
   def call(self, input_ids, segment_ids, training=False):
     seq_len = tf.shape(input_ids)[1]
@@ -177,8 +204,13 @@ class BertEmbeddings(keras.layers.Layer):
     return self.dropout(x, training=training)
 
 
+@serializable
 class TransformerBlock(keras.layers.Layer):
   """One post-LayerNorm transformer block (original ``transformer_model`` body).
+
+  Args:
+    config: a :class:`bert_tf.config.BertConfig` or its dict. All weights
+      are created here.
 
   Sub-layers (original names ``layer_i/attention/self/{query,key,value}``,
   ``attention/output/dense``, ``attention/output/LayerNorm``,
@@ -200,10 +232,18 @@ class TransformerBlock(keras.layers.Layer):
 
   Returns:
     float [B, S, H], or [B, Q, H] with ``query_positions``.
+
+  Raises:
+    ConfigError: ``config`` is neither a ``BertConfig`` nor a valid dict.
+
+  Example:
+    >>> block = TransformerBlock(config_lib.preset("tiny"), name="layer_0")
+    >>> y = block(tf.zeros([2, 8, 128]), tf.ones([2, 8], tf.int32))  # [2, 8, 128]
   """
 
-  def __init__(self, config, **kwargs):
+  def __init__(self, config: "config_lib.BertConfig | dict", **kwargs):
     super().__init__(**kwargs)
+    config = config_lib.as_bert_config(config)
     self.config = config
     h = config.hidden_size
     self.num_heads = config.num_attention_heads
@@ -232,6 +272,11 @@ class TransformerBlock(keras.layers.Layer):
     self.output_layer_norm.build((None, None, h))
     self.attention_dropout = Dropout(config.attention_probs_dropout_prob)
     self.hidden_dropout = Dropout(config.hidden_dropout_prob)
+    self.built = True  # every weight exists: .keras loading needs no build
+
+  def get_config(self) -> dict:
+    """Keras config: the base keys plus ``config`` (the BertConfig dict)."""
+    return dict(super().get_config(), config=self.config.to_dict())
 
   def call(self, x, input_mask, training=False, query_positions=None):
     batch, seq_len = tf.shape(x)[0], tf.shape(x)[1]

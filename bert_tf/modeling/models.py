@@ -4,11 +4,16 @@ Source: google-research/bert ``run_pretraining.py`` (``get_masked_lm_output``,
 ``get_next_sentence_output``) and ``run_classifier.py`` (``create_model``).
 """
 
+from typing import Optional
+
 import keras
 import tensorflow as tf
 
+from bert_tf import config as config_lib
+from bert_tf import errors
 from bert_tf.modeling import encoder as encoder_lib
 from bert_tf.modeling import layers as bert_layers
+from bert_tf.modeling import presets
 
 
 def gather_indexes(sequence_tensor, positions):
@@ -16,11 +21,18 @@ def gather_indexes(sequence_tensor, positions):
   return tf.gather(sequence_tensor, tf.cast(positions, tf.int32), batch_dims=1)
 
 
+@bert_layers.serializable
 class MaskedLMHead(keras.layers.Layer):
   """Masked-LM head tied to the word embeddings (original ``cls/predictions``).
 
   dense(H, hidden_act) -> LayerNorm -> matmul with the word-embedding table
   transposed -> + ``output_bias`` [vocab_size].
+
+  Args:
+    config: a :class:`bert_tf.config.BertConfig` or its dict.
+    embeddings: the :class:`BertEmbeddings` whose ``word_embeddings`` table
+      is tied to the output (a model's encoder's); ``get_config`` stores it
+      serialized, so a head saved alone comes back with its own copy.
 
   Call args:
     sequence_output: float [B, S, H].
@@ -29,10 +41,18 @@ class MaskedLMHead(keras.layers.Layer):
 
   Returns:
     float32 logits [B, P, vocab_size].
+
+  Example:
+    >>> config = config_lib.preset("tiny")
+    >>> emb = bert_layers.BertEmbeddings(config, name="embeddings")
+    >>> head = MaskedLMHead(config, emb, name="predictions")
+    >>> logits = head(tf.zeros([2, 5, 128]), None)  # [2, 5, 30522] float32
   """
 
-  def __init__(self, config, embeddings, **kwargs):
+  def __init__(self, config: "config_lib.BertConfig | dict",
+               embeddings: "bert_layers.BertEmbeddings", **kwargs):
     super().__init__(**kwargs)
+    config = config_lib.as_bert_config(config)
     self.config = config
     self.embeddings = embeddings  # BertEmbeddings, owner of the tied table.
     self.transform = keras.layers.Dense(
@@ -44,6 +64,19 @@ class MaskedLMHead(keras.layers.Layer):
     self.output_bias = self.add_weight(name="output_bias",
                                        shape=(config.vocab_size,),
                                        initializer="zeros", autocast=False)
+    self.built = True  # every weight exists: .keras loading needs no build
+
+  def get_config(self) -> dict:
+    """Keras config: base keys, ``config`` dict and the serialized ``embeddings``."""
+    return dict(super().get_config(), config=self.config.to_dict(),
+                embeddings=keras.saving.serialize_keras_object(self.embeddings))
+
+  @classmethod
+  def from_config(cls, config: dict) -> "MaskedLMHead":
+    """Inverse of :meth:`get_config` (the embeddings are rebuilt, untied)."""
+    config = dict(config)
+    config["embeddings"] = keras.saving.deserialize_keras_object(config["embeddings"])
+    return cls(**config)
 
   def call(self, sequence_output, masked_lm_positions):
     x = (sequence_output if masked_lm_positions is None else
@@ -61,8 +94,14 @@ class MaskedLMHead(keras.layers.Layer):
     return tf.reshape(logits, [batch, preds, self.config.vocab_size])
 
 
+@bert_layers.serializable
 class DenseHead(keras.layers.Layer):
   """``logits = x @ output_weights^T + output_bias`` (original layout [N, H]).
+
+  Args:
+    config: a :class:`bert_tf.config.BertConfig` or its dict (``hidden_size``,
+      ``initializer_range``).
+    num_outputs: N.
 
   Used for next-sentence (``cls/seq_relationship``, N=2) and classification
   (``output_weights`` [num_labels, H]).
@@ -72,24 +111,46 @@ class DenseHead(keras.layers.Layer):
 
   Returns:
     float32 logits [B, N].
+
+  Example:
+    >>> head = DenseHead(config_lib.preset("tiny"), 2, name="seq_relationship")
+    >>> logits = head(tf.zeros([4, 128]))  # [4, 2] float32
   """
 
-  def __init__(self, config, num_outputs, **kwargs):
+  def __init__(self, config: "config_lib.BertConfig | dict", num_outputs: int,
+               **kwargs):
     super().__init__(**kwargs)
+    config = config_lib.as_bert_config(config)
+    self.config = config
     self.num_outputs = num_outputs
     self.output_weights = self.add_weight(
         name="output_weights", shape=(num_outputs, config.hidden_size),
         initializer=bert_layers.initializer(config), autocast=False)
     self.output_bias = self.add_weight(name="output_bias", shape=(num_outputs,),
                                        initializer="zeros", autocast=False)
+    self.built = True  # every weight exists: .keras loading needs no build
+
+  def get_config(self) -> dict:
+    """Keras config: base keys, ``config`` dict and ``num_outputs``."""
+    return dict(super().get_config(), config=self.config.to_dict(),
+                num_outputs=self.num_outputs)
 
   def call(self, x):
     logits = tf.matmul(x, tf.cast(self.output_weights, x.dtype), transpose_b=True)
     return tf.cast(logits, tf.float32) + self.output_bias
 
 
+@bert_layers.serializable
 class BertPretrainer(keras.Model):
   """Encoder + masked-LM head (+ next-sentence head unless ``nsp=False``).
+
+  Sub-layers: ``bert`` (:class:`BertEncoder`), ``predictions``
+  (:class:`MaskedLMHead`, tied to ``bert``'s word embeddings) and
+  ``seq_relationship`` (:class:`DenseHead`, N=2). Saves to ``.keras``.
+
+  Args:
+    config: a :class:`bert_tf.config.BertConfig` or its dict.
+    nsp: build the next-sentence head.
 
   Call args:
     inputs: dict with ``input_ids``, ``input_mask``, ``segment_ids`` [B, S]
@@ -98,10 +159,24 @@ class BertPretrainer(keras.Model):
   Returns:
     dict with ``masked_lm_logits`` float32 [B, P, vocab_size] and
     ``next_sentence_logits`` float32 [B, 2] (absent when ``nsp=False``).
+
+  Raises:
+    ConfigError: ``config`` is neither a ``BertConfig`` nor a valid dict.
+
+  Example:
+    >>> model = BertPretrainer(config_lib.preset("tiny"))
+    >>> inputs = dict(model.encoder.dummy_inputs(batch=2, seq_len=16),
+    ...               masked_lm_positions=tf.constant([[1, 2], [3, 4]]))
+    >>> model(inputs)["masked_lm_logits"].shape
+    TensorShape([2, 2, 30522])
+    >>> model.save("/tmp/pretrainer.keras")  # doctest: +SKIP
+    >>> model = BertPretrainer.from_preset("uncased_L-12_H-768_A-12")  # doctest: +SKIP
   """
 
-  def __init__(self, config, nsp=True, **kwargs):
+  def __init__(self, config: "config_lib.BertConfig | dict", nsp: bool = True,
+               **kwargs):
     super().__init__(**kwargs)
+    config = config_lib.as_bert_config(config)
     self.config = config
     self.nsp = nsp
     self.encoder = encoder_lib.BertEncoder(config, name="bert")
@@ -109,6 +184,43 @@ class BertPretrainer(keras.Model):
                                   name="predictions")
     self.next_sentence = (DenseHead(config, 2, name="seq_relationship")
                           if nsp else None)
+    self.built = True  # every weight exists: .keras loading needs no build
+
+  def get_config(self) -> dict:
+    """Keras config: ``name``, ``trainable``, ``dtype``, ``config``, ``nsp``."""
+    return dict(_model_base_config(self), config=self.config.to_dict(), nsp=self.nsp)
+
+  @classmethod
+  def from_config(cls, config: dict) -> "BertPretrainer":
+    """Inverse of :meth:`get_config`."""
+    return cls(**config)
+
+  @classmethod
+  def from_preset(cls, preset: str, nsp: bool = True,
+                  config: "config_lib.BertConfig | None" = None,
+                  **kwargs) -> "BertPretrainer":
+    """A pretrainer with pretrained weights (see :meth:`BertEncoder.from_preset`).
+
+    The heads (``cls/predictions``, ``cls/seq_relationship``) are loaded
+    from an original ``bert_model.ckpt`` and from our pretraining runs and
+    ``.keras`` pretrainers; from a Hugging Face directory or an encoder-only
+    checkpoint only the encoder is, the heads keep their initialization.
+
+    Args:
+      preset: a path, see :meth:`BertEncoder.from_preset`.
+      nsp: build the next-sentence head.
+      config: the BertConfig when no ``bert_config.json`` sits beside
+        ``preset``.
+      **kwargs: model keyword arguments (``name``, ``dtype``).
+
+    Returns:
+      a :class:`BertPretrainer`.
+
+    Raises:
+      CheckpointError, ConfigError: as :meth:`BertEncoder.from_preset`.
+    """
+    return presets.load(preset, "pretrainer",
+                        lambda c: cls(c, nsp=nsp, **kwargs), config)
 
   def call(self, inputs, training=False):
     # Only [CLS] (the pooler) and the masked positions of the last layer are
@@ -124,29 +236,107 @@ class BertPretrainer(keras.Model):
     return out
 
 
+@bert_layers.serializable
 class BertClassifier(keras.Model):
   """Encoder + dropout on ``pooled_output`` + a dense head (original run_classifier).
 
-  ``num_labels == 1`` makes a regression model (STS-B).
+  ``num_labels == 1`` makes a regression model (STS-B). Sub-layers ``bert``
+  (:class:`BertEncoder`), ``dropout`` and ``classifier`` (:class:`DenseHead`,
+  original names ``output_weights`` [num_labels, H], ``output_bias``). It
+  trains with plain ``compile`` + ``fit`` on ``(features, label_ids)``
+  batches (see :func:`bert_tf.data.classifier_data.examples_dataset`) and
+  saves to ``.keras``.
+
+  Args:
+    config: a :class:`bert_tf.config.BertConfig` or its dict.
+    num_labels: number of classes (1: regression).
 
   Call args:
     inputs: dict with ``input_ids``, ``input_mask``, ``segment_ids`` [B, S].
 
   Returns:
     float32 logits [B, num_labels].
+
+  Raises:
+    ConfigError: ``config`` is neither a ``BertConfig`` nor a valid dict.
+
+  Example:
+    >>> model = BertClassifier.from_preset("all-MiniLM-L6-v2/", num_labels=2)  # doctest: +SKIP
+    >>> model.compile(optimizer="adam", metrics=["accuracy"],  # doctest: +SKIP
+    ...     loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    >>> model.fit(train_ds, validation_data=dev_ds, epochs=3)  # doctest: +SKIP
+    >>> model = BertClassifier(config_lib.preset("tiny"), num_labels=3)
+    >>> model(model.encoder.dummy_inputs(batch=2)).shape
+    TensorShape([2, 3])
   """
 
-  def __init__(self, config, num_labels, **kwargs):
+  def __init__(self, config: "config_lib.BertConfig | dict", num_labels: int,
+               **kwargs):
     super().__init__(**kwargs)
+    config = config_lib.as_bert_config(config)
     self.config = config
     self.num_labels = num_labels
     self.encoder = encoder_lib.BertEncoder(config, name="bert")
     self.dropout = bert_layers.Dropout(config.hidden_dropout_prob)
     self.classifier = DenseHead(config, num_labels, name="classifier")
+    self.built = True  # every weight exists: .keras loading needs no build
+
+  def get_config(self) -> dict:
+    """Keras config: ``name``, ``trainable``, ``dtype``, ``config``, ``num_labels``."""
+    return dict(_model_base_config(self), config=self.config.to_dict(),
+                num_labels=self.num_labels)
+
+  @classmethod
+  def from_config(cls, config: dict) -> "BertClassifier":
+    """Inverse of :meth:`get_config`."""
+    return cls(**config)
+
+  @classmethod
+  def from_preset(cls, preset: str, num_labels: Optional[int] = None,
+                  config: "config_lib.BertConfig | None" = None,
+                  **kwargs) -> "BertClassifier":
+    """A classifier with pretrained weights (see :meth:`BertEncoder.from_preset`).
+
+    The head is loaded too when the preset is a classifier (a ``.keras``
+    classifier, our ``run_classifier`` output directory, or an original
+    fine-tuned ``model.ckpt-N`` with ``output_weights``) of ``num_labels``
+    classes; otherwise only the encoder is, the head keeps its
+    initialization (TruncatedNormal(0.02) weights, zero bias).
+
+    Args:
+      preset: a path, see :meth:`BertEncoder.from_preset`.
+      num_labels: number of classes; None takes the preset's (a fine-tuned
+        one's), else raises.
+      config: the BertConfig when no ``bert_config.json`` sits beside
+        ``preset``.
+      **kwargs: model keyword arguments (``name``, ``dtype``).
+
+    Returns:
+      a :class:`BertClassifier`.
+
+    Raises:
+      ConfigError: ``num_labels`` None and the preset is not a classifier.
+      CheckpointError: as :meth:`BertEncoder.from_preset`.
+    """
+    if num_labels is None:
+      num_labels = presets.run_num_labels(preset)
+      if num_labels is None:
+        raise errors.ConfigError(
+            "BertClassifier.from_preset(%r): pass num_labels (the preset is "
+            "not a fine-tuned classifier)" % preset, argument="num_labels")
+    return presets.load(preset, "classifier",
+                        lambda c: cls(c, num_labels, **kwargs), config)
 
   def call(self, inputs, training=False):
     pooled = self.encoder(inputs, training=training)["pooled_output"]
     return self.classifier(self.dropout(pooled, training=training))
+
+
+def _model_base_config(model):
+  """The base keys of a subclassed model's config (``name``, ``trainable``,
+  ``dtype``), without Keras' inferred constructor arguments."""
+  return {"name": model.name, "trainable": model.trainable,
+          "dtype": keras.saving.serialize_keras_object(model.dtype_policy)}
 
 
 def masked_lm_loss(logits, masked_lm_ids, masked_lm_weights):

@@ -237,25 +237,27 @@ def movie_sentences(n, seed=0):
   return [ex.texts_a[i] for i in keep], [ex.labels[i] for i in keep]
 
 
+@pytest.mark.slow  # ~90 s on the shared 2-core machine (three traced functions)
 def test_classifier_compile_fit_predict_on_raw_strings():
   """Plain compile + fit on raw strings through BertPreprocessor (tiny model)."""
   keras.utils.set_random_seed(0)
-  texts, labels = movie_sentences(64)
+  texts, labels = movie_sentences(32)
   pre = preprocessing.BertPreprocessor(VOCAB, max_seq_length=32)
   config = config_lib.BertConfig(
       vocab_size=pre.vocab_size, hidden_size=32, num_hidden_layers=2,
       num_attention_heads=4, intermediate_size=64, max_position_embeddings=32,
-      type_vocab_size=2)
+      type_vocab_size=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
   model = models.build_classifier(config, 2)
-  ds = classifier_data.examples_dataset(pre, texts, None, labels, 16)
-  steps = 4 * 4
-  model.compile(optimizer=optimization.create_optimizer(3e-3, steps, 2),
+  ds = classifier_data.examples_dataset(pre, texts, None, labels, 32)
+  epochs = 40  # one batch per epoch: memorize 32 sentences
+  model.compile(optimizer=optimization.create_optimizer(2e-3, epochs, 0),
                 loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                 metrics=["accuracy"])
   before = model.evaluate(ds, verbose=0, return_dict=True)
-  hist = model.fit(ds, epochs=4, verbose=0).history
+  hist = model.fit(ds, epochs=epochs, verbose=0).history
   after = model.evaluate(ds, verbose=0, return_dict=True)
-  assert after["loss"] < before["loss"] - 0.05, (before, after, hist["loss"])
+  assert after["loss"] < before["loss"] - 0.1, (before, after, hist["loss"])
+  assert after["accuracy"] > 0.8, (before, after)
   assert hist["loss"][-1] < hist["loss"][0]
   # predict: features only (dataset of dicts), logits [N, 2].
   feats = classifier_data.examples_dataset(pre, texts[:20], None, None, 8)

@@ -120,6 +120,7 @@ def test_convert_original_to_ours_keeps_outputs(original_outputs, tmp_path):
   assert_close(our_outputs(model, case), ref, case["input_mask"])
 
 
+@pytest.mark.slow
 def test_convert_hf_to_tf1_and_shrink(minilm_dir, tmp_path):
   out = str(tmp_path / "tf1" / "bert_model.ckpt")
   p = run_tool(["tools/convert_checkpoint.py", "--input=" + minilm_dir, "--output=" + out,

@@ -56,6 +56,7 @@ def test_wheel_holds_the_package_the_exporter_and_the_tools(wheel):
   assert "Provides-Extra: test" in text and 'pytest==' in text
 
 
+@pytest.mark.slow
 def test_console_scripts_and_tool_files_run():
   bindir = os.path.dirname(sys.executable)
   for tool in ("run_classifier", "create_pretraining_data"):

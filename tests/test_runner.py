@@ -12,6 +12,7 @@ import os
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from bert_tf import config as config_lib
@@ -113,6 +114,7 @@ def variables_of(model):
           for i, v in enumerate(model.variables)}
 
 
+@pytest.mark.slow
 def test_new_task_family_needs_no_runner_change(tmp_path):
   out = str(tmp_path / "run")
   lines, exported, final = [], [], {}

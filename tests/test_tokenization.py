@@ -20,6 +20,7 @@ def original(original_bert):
   return orig.FullTokenizer(VOCAB, do_lower_case=True)
 
 
+@pytest.mark.slow
 def test_same_tokens_as_original_on_every_austen_line(ours, original):
   path = shared_file("corpus", "austen.txt")
   with open(path, encoding="utf-8") as f:
@@ -103,6 +104,7 @@ def in_graph():
   return {lower: BertPreprocessor(VOCAB, lower, 4096) for lower in (True, False)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", [AUSTEN_SLICE, MOVIE_TRAIN, "shared:corpus/austen.txt"])
 def test_in_graph_tokenizer_agrees_on_real_corpora(ours, in_graph, path):
   """tensorflow-text path vs reference: measured 100% on all three (BUILD_NOTES)."""

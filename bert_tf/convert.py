@@ -36,15 +36,17 @@ def convert_checkpoint(src, dst, output_format, bert_config_file=None):
     checkpoints.CheckpointError / ConfigError: naming the file and the problem.
   """
   if output_format not in ("ours", "tf1"):
-    raise checkpoints.CheckpointError("--output_format must be 'ours' or 'tf1', got %r"
-                          % output_format)
+    raise checkpoints.CheckpointError(
+        "output_format must be 'ours' or 'tf1', got %r" % output_format,
+        argument="output_format")
   hf = checkpoints.is_hf_dir(src)
   if hf:
     config = checkpoints.read_hf_config(src)
   elif bert_config_file:
     config = config_lib.BertConfig.from_json_file(bert_config_file)
   else:
-    raise checkpoints.CheckpointError("--bert_config_file is required for %r" % src)
+    raise checkpoints.CheckpointError("bert_config_file is required for %r" % src,
+                                      argument="bert_config_file")
   model = models.build_pretrainer(config)
   with_heads = False
   tf1_names = {} if hf else checkpoints.tf1_variable_names(src)

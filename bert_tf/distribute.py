@@ -17,6 +17,8 @@ here (no TPU).
 
 import tensorflow as tf
 
+from bert_tf import errors
+
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
 
 
@@ -54,5 +56,6 @@ def get_strategy(name="one_device", tpu_name=None, num_cpu_devices=None,
     tf.config.experimental_connect_to_cluster(resolver)
     tf.tpu.experimental.initialize_tpu_system(resolver)
     return tf.distribute.TPUStrategy(resolver)
-  raise ValueError("--distribution_strategy: unknown strategy %r; choose one of %s"
-                   % (name, ", ".join(STRATEGIES)))
+  raise errors.ParamsError("distribution_strategy: unknown strategy %r; choose "
+                           "one of %s" % (name, ", ".join(STRATEGIES)),
+                           argument="distribution_strategy")

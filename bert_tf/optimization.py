@@ -16,6 +16,8 @@ import re
 import keras
 import tensorflow as tf
 
+from bert_tf import errors
+
 DEFAULT_EXCLUDE = ("LayerNorm", "layer_norm", "bias")
 
 
@@ -193,5 +195,5 @@ def create_optimizer(init_lr, num_train_steps, num_warmup_steps, optimizer="adam
               epsilon=1e-6, global_clipnorm=1.0)
     opt.exclude_from_weight_decay(var_names=["gamma", "beta", "bias"])
     return opt
-  raise ValueError("--optimizer: unknown optimizer %r (adamw_original, adamw, lamb)"
-                   % optimizer)
+  raise errors.ParamsError("optimizer: unknown optimizer %r (adamw_original, "
+                           "adamw, lamb)" % optimizer, argument="optimizer")

@@ -23,6 +23,7 @@ import os
 import tensorflow as tf
 import tensorflow_text as text
 
+from bert_tf import errors
 from bert_tf import tokenization
 
 
@@ -53,7 +54,8 @@ class BertPreprocessor(tf.Module):
     vocab = tokenization.load_vocab(vocab_file)
     tokenization.check_vocab(vocab, vocab_file)
     if max_seq_length < 3:
-      raise ValueError("--max_seq_length must be at least 3, got %d" % max_seq_length)
+      raise errors.ParamsError("max_seq_length must be at least 3, got %d"
+                               % max_seq_length, argument="max_seq_length")
     self.vocab_file = os.fspath(vocab_file)
     self.do_lower_case = bool(do_lower_case)
     self.max_seq_length = int(max_seq_length)

@@ -100,7 +100,7 @@ def set_dtype_policy(dtype: str) -> None:
     errors.ParamsError: an unknown value (argument ``dtype``).
   """
   if dtype not in DTYPES:
-    raise errors.ParamsError("--dtype: unknown %r (%s)" % (dtype, ", ".join(DTYPES)),
+    raise errors.ParamsError("dtype: unknown %r (%s)" % (dtype, ", ".join(DTYPES)),
                              argument="dtype")
   keras.config.set_dtype_policy(dtype)
 
@@ -281,7 +281,7 @@ class Runner:
     if do_train and batch is not None and batch % (
         strategy.num_replicas_in_sync * p.num_accumulation_steps):
       raise errors.ParamsError(
-          "--train_batch_size %d is not divisible by the %d replicas x %d "
+          "train_batch_size %d is not divisible by the %d replicas x %d "
           "accumulation steps" % (batch, strategy.num_replicas_in_sync,
                                   p.num_accumulation_steps),
           argument="train_batch_size")

@@ -18,12 +18,14 @@ from absl import flags
 
 from bert_tf import distribute
 from bert_tf import errors
+from bert_tf.tools import _startup
 
 FLAGS = flags.FLAGS
 
 # Errors a tool reports as one line (everything bert_tf raises on bad input,
 # plus the OS's own file errors).
 REPORTED = (errors.BertTfError, ValueError, FileExistsError, FileNotFoundError)
+fail = _startup.fail
 
 
 def _base_type(tp):
@@ -78,17 +80,6 @@ def params_from_flags(cls, **overrides):
             if f.name in FLAGS}
   values.update(overrides)
   return cls(**values)
-
-
-def fail(tool: str, error: Exception) -> typing.NoReturn:
-  """Exits with ``<tool>: error: <message>``; an error that names its
-  argument is worded as the flag (``--max_seq_length: ...``) unless the
-  message already names it."""
-  message = str(error)
-  argument = getattr(error, "argument", None)
-  if argument and ("--" + argument) not in message:
-    message = "--%s: %s" % (argument, message)
-  sys.exit("%s: error: %s" % (tool, message))
 
 
 def define_training_flags():

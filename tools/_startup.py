@@ -20,6 +20,7 @@ import os
 import re
 import sys
 import tempfile
+from typing import NoReturn
 
 # C++ start-up lines TensorFlow prints on every CPU machine.
 _NOISE = re.compile(
@@ -101,3 +102,18 @@ def setup(tensorflow: bool = True) -> None:
   if tensorflow:
     import_tensorflow()
   set_absl_defaults()
+
+
+def fail(tool: str, error: Exception) -> NoReturn:
+  """Exits with ``<tool>: error: <message>``. A ``bert_tf.errors`` error that
+  names its argument is worded as the flag: ``max_seq_length must be ...``
+  becomes ``--max_seq_length must be ...``, another message gets a
+  ``--argument:`` prefix (unless it names the flag already)."""
+  message = str(error)
+  argument = getattr(error, "argument", None)
+  if argument and ("--" + argument) not in message:
+    if message.startswith(argument):
+      message = "--" + message
+    else:
+      message = "--%s: %s" % (argument, message)
+  sys.exit("%s: error: %s" % (tool, message))

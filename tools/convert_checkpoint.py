@@ -45,7 +45,7 @@ def main(argv):
       print("wrote " + convert.convert_checkpoint(
           FLAGS.input, FLAGS.output, FLAGS.output_format, FLAGS.bert_config_file))
   except (checkpoints.CheckpointError, config_lib.ConfigError) as e:
-    sys.exit("convert_checkpoint: error: %s" % e)
+    _startup.fail("convert_checkpoint", e)
 
 
 def run():

@@ -61,7 +61,7 @@ def main(argv):
                                         run.preprocessor.max_seq_length)
   except (fine_tuned.FineTunedDirError, config_lib.ConfigError,
           tokenization.VocabError, FileExistsError, ValueError) as e:
-    sys.exit("export_saved_model: error: %s" % e)
+    _startup.fail("export_saved_model", e)
   meta = saved_model.read_metadata(path)
   version = meta["min_tf_serving_version"]
   print("exported %s (%s, checkpoint %s) to %s; TF Serving %s" % (

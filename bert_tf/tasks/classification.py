@@ -98,12 +98,13 @@ def resolve_config_and_vocab(params):
   elif hf:
     config = checkpoints.read_hf_config(hf)
   else:
-    raise ValueError("--bert_config_file is required unless --init_checkpoint "
-                     "is a Hugging Face BERT directory")
+    raise errors.ConfigError("bert_config_file is required unless init_checkpoint "
+                             "is a Hugging Face BERT directory",
+                             argument="bert_config_file")
   vocab_file = params.vocab_file or (os.path.join(hf, "vocab.txt") if hf else None)
   if not vocab_file:
-    raise ValueError("--vocab_file is required unless --init_checkpoint is a "
-                     "Hugging Face BERT directory")
+    raise errors.VocabError("vocab_file is required unless init_checkpoint is a "
+                            "Hugging Face BERT directory", argument="vocab_file")
   return config, vocab_file
 
 
@@ -162,7 +163,7 @@ def load_split(task, params, split):
     return classifier_data.read_tfds_split(task, params.tfds_name,
                                            params.tfds_data_dir, split)
   if not params.data_dir:
-    raise classifier_data.TaskError("--data_dir (or --tfds_name) is required")
+    raise errors.TaskError("data_dir (or tfds_name) is required", argument="data_dir")
   return classifier_data.read_split(
       task, classifier_data.split_path(task, params.data_dir, split), split)
 

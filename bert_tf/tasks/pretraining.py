@@ -195,7 +195,7 @@ def _dataset(params, batch_size, is_training, input_context):
   if params.dynamic:
     from bert_tf.data.dynamic_masking import dynamic_pretraining_dataset  # pylint: disable=g-import-not-at-top
     if not params.vocab_file:
-      raise ValueError("--dynamic needs --vocab_file")
+      raise errors.ParamsError("dynamic needs vocab_file", argument="vocab_file")
     return dynamic_pretraining_dataset(
         params.input_file, params.vocab_file, batch_size, params.max_seq_length,
         params.max_predictions_per_seq, masked_lm_prob=params.masked_lm_prob,

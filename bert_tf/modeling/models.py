@@ -277,7 +277,7 @@ class BertClassifier(keras.Model):
     self.config = config
     self.num_labels = num_labels
     self.encoder = encoder_lib.BertEncoder(config, name="bert")
-    self.dropout = bert_layers.Dropout(config.hidden_dropout_prob)
+    self.dropout = bert_layers.Dropout(config.hidden_dropout_prob, name="dropout")
     self.classifier = DenseHead(config, num_labels, name="classifier")
     self.built = True  # every weight exists: .keras loading needs no build
 

@@ -165,6 +165,62 @@ def load_hf_weights(encoder, model_dir):
   return path
 
 
+# Original TF1 head names -> (Hugging Face BertForPreTraining names, transpose).
+HF_HEAD_NAMES = {
+    "cls/predictions/transform/dense/kernel": (
+        "cls.predictions.transform.dense.weight", True),
+    "cls/predictions/transform/dense/bias": ("cls.predictions.transform.dense.bias", False),
+    "cls/predictions/transform/LayerNorm/gamma": (
+        "cls.predictions.transform.LayerNorm.weight", False),
+    "cls/predictions/transform/LayerNorm/beta": (
+        "cls.predictions.transform.LayerNorm.bias", False),
+    "cls/predictions/output_bias": ("cls.predictions.bias", False),
+    "cls/seq_relationship/output_weights": ("cls.seq_relationship.weight", False),
+    "cls/seq_relationship/output_bias": ("cls.seq_relationship.bias", False),
+}
+
+
+def load_hf_pretraining_heads(named_variables, model_dir):
+  """Loads the ``cls.*`` heads of a Hugging Face ``BertForPreTraining``.
+
+  Source: Hugging Face ``BertPreTrainingHeads`` (``cls.predictions.*``,
+  ``cls.seq_relationship.*``), whose layout is the original's
+  ``cls/predictions`` and ``cls/seq_relationship`` (the decoder weight is
+  the tied word-embedding table, not read here).
+
+  Args:
+    named_variables: ``[(original TF1 name, variable)]``, e.g. the ``cls/``
+      entries of :func:`pretrainer_variables`; other names are skipped.
+    model_dir: a Hugging Face directory (``model.safetensors``).
+
+  Returns:
+    the TF1 names loaded: all heads, or ``[]`` when the file has none
+    (``BertModel`` checkpoints such as sentence encoders).
+
+  Raises:
+    CheckpointError: unreadable file, only some head weights present, or a
+      shape mismatch.
+  """
+  from safetensors.numpy import load_file  # pylint: disable=g-import-not-at-top
+  path = os.path.join(model_dir, "model.safetensors")
+  try:
+    tensors = load_file(path)
+  except Exception as e:  # safetensors raises several types
+    raise CheckpointError("cannot read %r: %s" % (path, e)) from e
+  wanted = [(n, v) for n, v in named_variables if n in HF_HEAD_NAMES]
+  found = [(n, v, tensors[HF_HEAD_NAMES[n][0]]) for n, v in wanted
+           if HF_HEAD_NAMES[n][0] in tensors]
+  if not found:
+    return []
+  if len(found) != len(wanted):
+    missing = sorted(HF_HEAD_NAMES[n][0] for n, _ in wanted
+                     if HF_HEAD_NAMES[n][0] not in tensors)
+    raise CheckpointError("%s has only some pretraining head weights; missing %s"
+                          % (path, ", ".join(missing)))
+  _assign_all([(n, v, t.T if HF_HEAD_NAMES[n][1] else t) for n, v, t in found], path)
+  return [n for n, _, _ in found]
+
+
 def load_tf1_checkpoint(named_variables, ckpt_path, allow_missing=()):
   """Loads an original TF1 checkpoint (``bert_model.ckpt``) by variable name.
 

@@ -160,6 +160,35 @@ def test_from_preset_hf_minilm(minilm_dir):
     models.BertClassifier.from_preset(minilm_dir)
 
 
+def test_from_preset_hf_pretraining_heads(tmp_path):
+  """A Hugging Face BertForPreTraining directory: encoder and cls.* heads."""
+  from safetensors.numpy import save_file  # pylint: disable=g-import-not-at-top
+  src = models.build_pretrainer(CONFIG)
+  randomize(src, seed=7)
+  tensors = {}
+  for name, var in checkpoints.pretrainer_variables(src):
+    if name.startswith("cls/"):
+      hf, transpose = checkpoints.HF_HEAD_NAMES[name]
+    else:
+      hf, transpose = checkpoints.tf1_to_hf_name(name)
+      hf = "bert." + hf
+    value = var.numpy()
+    tensors[hf] = np.ascontiguousarray(value.T if transpose else value)
+  d = tmp_path / "hf"
+  d.mkdir()
+  save_file(tensors, str(d / "model.safetensors"))
+  with open(d / "config.json", "w") as f:
+    json.dump(dict(CONFIG.to_dict(), hidden_act="gelu_new",
+                   architectures=["BertForPreTraining"]), f)
+  x = batch()
+  assert_same_outputs(src(x), models.BertPretrainer.from_preset(str(d))(x))
+  # Only some head weights: refused, naming the missing ones.
+  del tensors["cls.seq_relationship.bias"]
+  save_file(tensors, str(d / "model.safetensors"))
+  with pytest.raises(errors.CheckpointError, match="cls.seq_relationship.bias"):
+    models.BertPretrainer.from_preset(str(d))
+
+
 def test_from_preset_original_tf1_checkpoint(tmp_path):
   """bert_config.json + bert_model.ckpt as google-research/bert ships them."""
   src = models.build_pretrainer(CONFIG)

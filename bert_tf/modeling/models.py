@@ -202,9 +202,11 @@ class BertPretrainer(keras.Model):
     """A pretrainer with pretrained weights (see :meth:`BertEncoder.from_preset`).
 
     The heads (``cls/predictions``, ``cls/seq_relationship``) are loaded
-    from an original ``bert_model.ckpt`` and from our pretraining runs and
-    ``.keras`` pretrainers; from a Hugging Face directory or an encoder-only
-    checkpoint only the encoder is, the heads keep their initialization.
+    from an original ``bert_model.ckpt``, a Hugging Face
+    ``BertForPreTraining`` directory, our pretraining runs and ``.keras``
+    pretrainers; from an encoder-only checkpoint (a Hugging Face
+    ``BertModel``, a classifier) only the encoder is, the heads keep their
+    initialization.
 
     Args:
       preset: a path, see :meth:`BertEncoder.from_preset`.

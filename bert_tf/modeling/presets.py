@@ -170,6 +170,9 @@ def load(preset: str, what: str, factory: Callable, config=None):
            else checkpoints.read_hf_config(path))
     model = factory(cfg)
     checkpoints.load_hf_weights(encoder_of(model), path)
+    if what == "pretrainer":  # BertForPreTraining heads, when present
+      checkpoints.load_hf_pretraining_heads(checkpoints.pretrainer_variables(model),
+                                            path)
     return model
   cfg = (config_lib.as_bert_config(config) if config is not None
          else read_config(run_dir, preset))

@@ -68,7 +68,7 @@ import tensorflow as tf  # noqa: E402
 
 from bert_tf import config as config_lib  # noqa: E402
 from bert_tf import optimization  # noqa: E402
-from bert_tf import pretraining  # noqa: E402
+from bert_tf.tasks import pretraining  # noqa: E402
 from bert_tf import training  # noqa: E402
 
 SHAPES = {

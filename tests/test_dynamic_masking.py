@@ -376,7 +376,8 @@ def test_run_pretraining_dynamic_trains_and_evaluates(austen_docs, tmp_path):
   """``run_pretraining(dynamic=True)`` (``tools/run_pretraining.py --dynamic``)
   trains the tiny model on the document records and writes eval_results.txt."""
   from bert_tf import config as config_lib  # pylint: disable=g-import-not-at-top
-  from bert_tf import pretraining  # pylint: disable=g-import-not-at-top
+  from bert_tf import jobs  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import pretraining  # pylint: disable=g-import-not-at-top
   from conftest import TINY_CONFIG  # pylint: disable=g-import-not-at-top
   out = tmp_path / "out"
   params = pretraining.PretrainingParams(
@@ -385,7 +386,7 @@ def test_run_pretraining_dynamic_trains_and_evaluates(austen_docs, tmp_path):
       eval_batch_size=8, num_train_steps=3, num_warmup_steps=1,
       iterations_per_loop=3, max_eval_steps=2, learning_rate=1e-3, dynamic=True)
   lines = []
-  results = pretraining.run_pretraining(
+  results = jobs.run_pretraining(
       config_lib.BertConfig.from_json_file(TINY_CONFIG), params,
       tf.distribute.OneDeviceStrategy("/cpu:0"), do_train=True, do_eval=True,
       print_fn=lines.append)

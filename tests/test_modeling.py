@@ -137,7 +137,7 @@ def test_adam_weight_decay_matches_original_formula():
 
 def test_checkpoint_round_trip_restores_every_variable(tmp_path):
   """Pretraining checkpoint (with optimizer) -> classifier encoder: all weights."""
-  from bert_tf import pretraining  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import pretraining  # pylint: disable=g-import-not-at-top
   cfg = config_lib.preset("tiny", vocab_size=100, num_hidden_layers=3)
   pre = pretraining.build_pretrainer(cfg)
   opt = optimization.create_optimizer(1e-3, 10, 1)
@@ -163,7 +163,7 @@ def test_pretrainer_last_block_only_at_read_positions_equals_full_encoder():
   """BertPretrainer runs its last block only at [CLS] + the masked positions:
   the logits must equal the full encoder's rows gathered afterwards (with
   padding, repeated padding positions 0 and a position in the padding)."""
-  from bert_tf import pretraining  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import pretraining  # pylint: disable=g-import-not-at-top
   cfg = config_lib.BertConfig(vocab_size=120, hidden_size=32, num_hidden_layers=2,
                               num_attention_heads=4, intermediate_size=64)
   model = pretraining.build_pretrainer(cfg)

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from bert_tf import checkpoints
 from bert_tf import config as config_lib
-from bert_tf import pretraining
+from bert_tf.tasks import pretraining
 from bert_tf.modeling import models
 from conftest import ROOT, run_tool
 

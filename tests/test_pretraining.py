@@ -24,7 +24,8 @@ import tensorflow as tf
 
 from bert_tf import checkpoints
 from bert_tf import config as config_lib
-from bert_tf import pretraining
+from bert_tf import jobs
+from bert_tf.tasks import pretraining
 from bert_tf.data import pretraining_data
 from bert_tf.data import pretraining_input
 from conftest import ROOT, SAMPLE_TEXT, TINY_CONFIG, VOCAB, read_records, run_tool
@@ -165,7 +166,7 @@ def test_bad_input_is_refused_before_any_step(records, tmp_path):
   with pytest.raises(checkpoints.CheckpointError,
                      match=r"--init_checkpoint: checkpoint .*other/ckpt.* shape "
                      r"\(64,\) .* shape \(128,\) and name \S+"):
-    pretraining.run_pretraining(cfg, params_for(records, out, init_checkpoint=prefix,
+    jobs.run_pretraining(cfg, params_for(records, out, init_checkpoint=prefix,
                                                 num_train_steps=2), tf.distribute.OneDeviceStrategy("/cpu:0"))
   assert tf.train.latest_checkpoint(str(out)) is None
 
@@ -176,7 +177,7 @@ def test_corrupt_record_mid_run_names_the_file(records, tmp_path):
   out = tmp_path / "out"
   with pytest.raises(pretraining_input.RecordError,
                      match="--input_file: " + re.escape(bad) + ": record 34"):
-    pretraining.run_pretraining(
+    jobs.run_pretraining(
         tiny(), params_for(bad, out, num_train_steps=3, iterations_per_loop=3),
         tf.distribute.OneDeviceStrategy("/cpu:0"))
   assert tf.train.latest_checkpoint(str(out)) is None
@@ -248,10 +249,12 @@ def test_multi_worker_mirrored_two_processes(records, tmp_path):
       pretraining.build_pretrainer(tiny()).trainable_variables)
   for k in w0.files:
     np.testing.assert_array_equal(w0[k], w1[k], err_msg=k)
-  # The chief alone wrote checkpoints; the other worker's temp dir is gone.
+  # The chief alone wrote checkpoints; the other worker's temp dir is gone;
+  # every worker saved its own data position (tests/test_multiworker_resume.py).
   assert sorted(os.listdir(out)) == sorted([
       "bert_config.json", "checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index",
-      "ckpt-4.data-00000-of-00001", "ckpt-4.index", "train"])
+      "ckpt-4.data-00000-of-00001", "ckpt-4.index", "train", "data-worker-0",
+      "data-worker-1"])
   reader = tf.train.load_checkpoint(os.path.join(out, "ckpt-4"))
   key = [k for k in reader.get_variable_to_shape_map()
          if k.startswith("encoder/") and "word_embeddings" in k and "OPTIMIZER" not in k]
@@ -345,7 +348,7 @@ def test_mixed_float16_accumulation_no_nsp_trains(records, tmp_path):
                 weights=[v.numpy() for v in model.trainable_variables])
   out = tmp_path / "out"
   try:
-    results = pretraining.run_pretraining(
+    results = jobs.run_pretraining(
         tiny(), params_for(records, out, num_train_steps=2, iterations_per_loop=2,
                            num_warmup_steps=1, learning_rate=1e-3,
                            dtype="mixed_float16", nsp=False,

@@ -2,7 +2,7 @@
 
 Static records from ``data/corpus/sample_text.txt`` (the
 original's own sample corpus; fixed seed), a small model trained in-process by
-:func:`bert_tf.pretraining.run_pretraining` (the library behind
+:func:`bert_tf.jobs.run_pretraining` (the library behind
 ``tools/run_pretraining.py``), then its evaluation pass over the same
 records: masked-LM accuracy >= 0.9 and next-sentence accuracy >= 0.95,
 written to ``eval_results.txt`` as the original does.
@@ -21,7 +21,8 @@ import tensorflow as tf
 
 from conftest import SAMPLE_TEXT, VOCAB
 from bert_tf import config as config_lib
-from bert_tf import pretraining
+from bert_tf import jobs
+from bert_tf.tasks import pretraining
 from bert_tf import tokenization
 from bert_tf.data import pretraining_data
 
@@ -64,7 +65,7 @@ def test_small_bert_memorizes_sample_text(tmp_path):
       num_warmup_steps=15, iterations_per_loop=50, save_checkpoints_steps=steps,
       max_eval_steps=1000, seed=1)
   lines = []
-  results = pretraining.run_pretraining(
+  results = jobs.run_pretraining(
       config, params, tf.distribute.OneDeviceStrategy("/cpu:0"), do_train=True,
       do_eval=True, print_fn=lines.append)
   log = "\n".join(lines)

@@ -1,6 +1,6 @@
 """Pretraining-data creation speed and memory: the original vs ours, side by side.
 
-Issue 3 item 3. Runs, one after the other on the same corpus and flags
+Runs, one after the other on the same corpus and flags
 (default: Jane Austen's six novels, 4 MB, ``dupe_factor=10``, seq 128):
 
 * ``original``: google-research/bert ``create_pretraining_data.py`` (PyPI

@@ -1,6 +1,6 @@
 """Throughput of the dynamic masking pipeline, by hand.
 
-Prints examples/s that ``bert_tf.data.dynamic_masking.dynamic_pretraining_dataset``
+Prints examples/s that ``bert_tf.data.pretraining.dynamic.dynamic_pretraining_dataset``
 delivers at batch 32, seq 128, 20 predictions, with and without whole-word
 masking, from document records written by ``tools/create_pretraining_documents.py``:
 
@@ -19,7 +19,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 import bert_tf  # noqa: E402,F401  (sets the Keras backend)
-from bert_tf.data import dynamic_masking as dm  # noqa: E402
+from bert_tf.data.pretraining import dynamic as dm  # noqa: E402
 
 
 def main(argv):

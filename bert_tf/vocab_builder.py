@@ -33,10 +33,10 @@ import tensorflow as tf
 import tensorflow_text as text
 from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset as bvd
 
+from bert_tf import errors
 from bert_tf import io_utils
 from bert_tf import preprocessing
-from bert_tf.data import pretraining_data
-from bert_tf import errors
+from bert_tf.data.pretraining import documents
 
 ORIGINAL_NUM_UNUSED = 994
 NUM_UNUSED_BEFORE_UNK = 99
@@ -103,7 +103,8 @@ def learn_vocab(input_file, vocab_size, do_lower_case=True,
     list of ``vocab_size`` unique token strings.
 
   Raises:
-    pretraining_data.InputError: a glob matches no file (names it).
+    errors.InputError: a glob matches no file (names it), a file cannot be
+      read (names it).
     VocabBuildError: ``vocab_size`` too small for the reserved tokens, or
       the corpus holds no word.
   """
@@ -113,9 +114,12 @@ def learn_vocab(input_file, vocab_size, do_lower_case=True,
         "--vocab_size=%d leaves no room for learned tokens after %d reserved "
         "ones ([PAD], %d [unusedN], [UNK] [CLS] [SEP] [MASK]); lower --num_unused"
         % (vocab_size, len(head), num_unused))
-  files = pretraining_data.expand_input_files(input_file)
-  lines = tf.data.TextLineDataset(files).filter(
-      lambda line: tf.strings.length(tf.strings.strip(line)) > 0)
+  files = documents.expand_input_files(input_file)
+  # The pretraining reader's lines (stripped, invalid UTF-8 dropped), blank
+  # lines skipped.
+  lines = tf.data.Dataset.from_generator(
+      lambda: documents.iter_lines(files),
+      output_signature=tf.TensorSpec([], tf.string))
   lines = lines.batch(1024).map(lambda b: normalize(b, do_lower_case),
                                 num_parallel_calls=tf.data.AUTOTUNE)
   if next(iter(lines.take(1)), None) is None:

@@ -64,7 +64,7 @@ def run_tool(args, cwd=ROOT, check=True, env=None):
 def read_records(path):
   """Parsed records of a TFRecord file: list of ``{name: np.ndarray}``."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from bert_tf.data.pretraining_data import parse_example_to_numpy  # pylint: disable=g-import-not-at-top
+  from bert_tf.data.pretraining.records import parse_example_to_numpy  # pylint: disable=g-import-not-at-top
   return [parse_example_to_numpy(r.numpy()) for r in tf.data.TFRecordDataset(path)]
 
 

@@ -49,7 +49,7 @@ def steps_mode(data):
   import keras  # pylint: disable=g-import-not-at-top
   from bert_tf import optimization, training  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks import pretraining  # pylint: disable=g-import-not-at-top
-  from bert_tf.data import pretraining_input  # pylint: disable=g-import-not-at-top
+  from bert_tf.data.pretraining import input as pretraining_input  # pylint: disable=g-import-not-at-top
   cfg = tiny_config()
   num_steps, lr = 3, 2e-3
   batches = list(pretraining_input.pretraining_dataset(

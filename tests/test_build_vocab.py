@@ -9,7 +9,7 @@ import tensorflow as tf
 from bert_tf import preprocessing
 from bert_tf import tokenization
 from bert_tf import vocab_builder
-from bert_tf.data import pretraining_data
+from bert_tf import errors
 from conftest import AUSTEN_SLICE, SAMPLE_TEXT, VOCAB
 
 VOCAB_SIZE = 2000
@@ -93,5 +93,5 @@ def test_cased_and_bad_arguments(tmp_path):
     vocab_builder.learn_vocab(SAMPLE_TEXT, 400, num_unused=50)
   with pytest.raises(vocab_builder.VocabBuildError, match="vocab_size"):
     vocab_builder.learn_vocab(SAMPLE_TEXT, 100, num_unused=99)
-  with pytest.raises(pretraining_data.InputError, match="no_such"):
+  with pytest.raises(errors.InputError, match="no_such"):
     vocab_builder.learn_vocab(str(tmp_path / "no_such*.txt"), 400, num_unused=99)

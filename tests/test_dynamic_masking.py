@@ -2,8 +2,8 @@
 
 Real text (the Austen slice) through ``tools/create_pretraining_documents.py``;
 statistics on >= 10,000 examples; invariants checked against the original
-rules (``bert_tf.data.pretraining_data``, itself tested record-for-record
-against google-research/bert).
+rules (the oracle ``tests/reference_pretraining_data.py``, itself tested
+record-for-record against google-research/bert).
 """
 
 import glob
@@ -15,9 +15,11 @@ import pytest
 import tensorflow as tf
 
 from bert_tf import tokenization
-from bert_tf.data import dynamic_masking as dm
-from bert_tf.data import pretraining_data
-from bert_tf.data import pretraining_input
+from bert_tf import errors
+from bert_tf.data.pretraining import dynamic as dm
+from bert_tf.data.pretraining import faithful
+from bert_tf.data.pretraining import input as pretraining_input
+import reference_pretraining_data as reference
 from conftest import AUSTEN_SLICE, SAMPLE_TEXT, VOCAB, run_tool
 
 S, P = 128, 20
@@ -170,7 +172,7 @@ def gap_after(blobs, a, b):
 def test_tool_writes_the_original_documents(austen_docs, tmp_path):
   # Same documents, sentences and ids as the original's reader (before its shuffle).
   tok = tokenization.FullTokenizer(VOCAB)
-  ref = pretraining_data.read_documents([AUSTEN_SLICE], tok)
+  ref = reference.read_documents([AUSTEN_SLICE], tok)
   got = read_doc_records(austen_docs)
   assert len(got) == len(ref) == 40
   for g, r in zip(got, ref):
@@ -181,11 +183,11 @@ def test_tool_writes_the_original_documents(austen_docs, tmp_path):
   a, b = str(tmp_path / "s0.tfrecord"), str(tmp_path / "s1.tfrecord")
   num_docs, _, _ = dm.write_documents(SAMPLE_TEXT, "%s,%s" % (a, b), VOCAB)
   ref = [[tok.convert_tokens_to_ids(s) for s in d]
-         for d in pretraining_data.read_documents([SAMPLE_TEXT], tok)]
+         for d in reference.read_documents([SAMPLE_TEXT], tok)]
   assert num_docs == len(ref) == 3
   assert read_doc_records(a) + read_doc_records(b) == ref[0::2] + ref[1::2]
   # Empty glob: a clear error naming it, and no output.
-  with pytest.raises(pretraining_data.InputError, match="nothing"):
+  with pytest.raises(errors.InputError, match="nothing"):
     dm.write_documents(str(tmp_path / "nothing*.txt"), str(tmp_path / "x.tfrecord"),
                        VOCAB)
   assert not glob.glob(str(tmp_path / "*x.tfrecord*"))
@@ -198,7 +200,7 @@ def test_truncated_lengths_match_original():
                                   max_num)
     for x, y, gx, gy in zip(la.ravel(), lb.ravel(), na.numpy(), nb.numpy()):
       a, b = list(range(x)), list(range(y))
-      pretraining_data.truncate_seq_pair(a, b, max_num, random.Random(0))
+      reference.truncate_seq_pair(a, b, max_num, random.Random(0))
       assert (len(a), len(b)) == (gx, gy), (x, y, max_num)
 
 
@@ -275,7 +277,7 @@ def test_next_sentence_coin(austen_docs, tmp_path, monkeypatch):
   path = str(tmp_path / "short_lines.tfrecord")
   with tf.io.TFRecordWriter(path) as w:
     for d in relined(read_doc_records(austen_docs), 4):
-      w.write(dm.document_to_example(d).SerializeToString())
+      w.write(dm.document_to_example(d))
   ds = dm.dynamic_pretraining_dataset(path, VOCAB, 500, 32, 5, short_seq_prob=0.0,
                                       seed=3)
   ex = take(ds, 80)
@@ -355,20 +357,20 @@ def test_iterator_checkpoint_resumes_exactly(austen_docs, tmp_path, monkeypatch)
 
 
 def test_bad_input_errors(austen_docs, tmp_path):
-  with pytest.raises(pretraining_data.InputError, match="nothing_here"):
+  with pytest.raises(errors.InputError, match="nothing_here"):
     dm.dynamic_pretraining_dataset(str(tmp_path / "nothing_here*"), VOCAB, 8, S, P)
   # A static (original-format) record file is not a document file.
   static = str(tmp_path / "static.tfrecord")
-  pretraining_data.create_pretraining_data(SAMPLE_TEXT, static, VOCAB, dupe_factor=1)
-  with pytest.raises(pretraining_data.InputError, match="static.tfrecord"):
+  faithful.create_pretraining_data(SAMPLE_TEXT, static, VOCAB, dupe_factor=1)
+  with pytest.raises(errors.InputError, match="static.tfrecord"):
     dm.dynamic_pretraining_dataset(static, VOCAB, 8, S, P)
   # Documents tokenized with a larger vocab than the one given.
   small = tmp_path / "small_vocab.txt"
   small.write_text("\n".join(open(VOCAB, encoding="utf-8").read().split("\n")[:2000]),
                    encoding="utf-8")
-  with pytest.raises(pretraining_data.InputError, match="austen.tfrecord.*another vocab"):
+  with pytest.raises(errors.InputError, match="austen.tfrecord.*another vocab"):
     dm.dynamic_pretraining_dataset(austen_docs, str(small), 8, S, P)
-  with pytest.raises(pretraining_data.InputError, match="max_seq_length"):
+  with pytest.raises(errors.InputError, match="max_seq_length"):
     dm.dynamic_pretraining_dataset(austen_docs, VOCAB, 8, 4, P)
 
 

@@ -26,8 +26,9 @@ from bert_tf import checkpoints
 from bert_tf import config as config_lib
 from bert_tf import jobs
 from bert_tf.tasks import pretraining
-from bert_tf.data import pretraining_data
-from bert_tf.data import pretraining_input
+from bert_tf import errors
+from bert_tf.data.pretraining import faithful
+from bert_tf.data.pretraining import input as pretraining_input
 from conftest import ROOT, SAMPLE_TEXT, TINY_CONFIG, VOCAB, read_records, run_tool
 
 SEQ, PREDS = 64, 10
@@ -37,7 +38,7 @@ SEQ, PREDS = 64, 10
 def records(tmp_path_factory):
   """35 original-format records (seq 64, 10 predictions) of the sample text."""
   path = str(tmp_path_factory.mktemp("records") / "pt.tfrecord")
-  pretraining_data.create_pretraining_data(
+  faithful.create_pretraining_data(
       SAMPLE_TEXT, path, VOCAB, max_seq_length=SEQ, max_predictions_per_seq=PREDS,
       dupe_factor=2, random_seed=12345)
   return path
@@ -109,7 +110,7 @@ def test_corrupt_shard_and_wrong_widths_are_named(records, tmp_path):
     pretraining_input.inspect_records([good, junk], SEQ, PREDS)
   # Records of other widths.
   narrow = str(tmp_path / "narrow.tfrecord")
-  pretraining_data.create_pretraining_data(
+  faithful.create_pretraining_data(
       SAMPLE_TEXT, narrow, VOCAB, max_seq_length=32, max_predictions_per_seq=5,
       dupe_factor=1)
   with pytest.raises(pretraining_input.RecordError,
@@ -157,7 +158,7 @@ def test_bad_input_is_refused_before_any_step(records, tmp_path):
                      "--max_predictions_per_seq=5"):
     pretraining.check_inputs(cfg, p)
   # An empty glob.
-  with pytest.raises(pretraining_data.InputError, match="nothing-here"):
+  with pytest.raises(errors.InputError, match="nothing-here"):
     pretraining.check_inputs(cfg, params_for(str(tmp_path / "nothing-here*"), out))
   # A mismatched --init_checkpoint (hidden 64 vs 128): named, before any step.
   other = pretraining.build_pretrainer(dataclasses.replace(

@@ -17,10 +17,14 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from bert_tf import errors
 from bert_tf import tokenization
-from bert_tf.data import fast_pretraining_data as fast
-from bert_tf.data import pretraining_data
+from bert_tf.data.pretraining import documents
+from bert_tf.data.pretraining import faithful
+from bert_tf.data.pretraining import records as records_lib
+from bert_tf.data.pretraining import tokens
 from conftest import AUSTEN_SLICE, ROOT, SAMPLE_TEXT, VOCAB, read_records, run_tool
+import reference_pretraining_data as reference
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -132,17 +136,19 @@ def original_runs(original_bert, tmp_path_factory):
 def assert_same(a, b):
   assert len(a) == len(b) > 0
   for i, (x, y) in enumerate(zip(a, b)):
-    assert sorted(x) == sorted(y) == sorted(pretraining_data.FEATURE_NAMES)
+    assert sorted(x) == sorted(y) == sorted(records_lib.FEATURE_NAMES)
     for k in x:
       assert x[k].dtype.kind == y[k].dtype.kind, (i, k)
       np.testing.assert_array_equal(x[k], y[k], err_msg="record %d %s" % (i, k))
 
 
 def _ours(d, inputs, name, impl="fast"):
+  """Ours (``impl="fast"``: faithful mode) or the oracle's (``"reference"``)."""
   spec, flags = CASES[name]
   outs = [p.replace("/orig_", "/%s_" % impl) for p in _outputs(d, name, "orig")]
-  pretraining_data.create_pretraining_data(inputs[spec][0], ",".join(outs), VOCAB,
-                                           impl=impl, **flags)
+  create = (faithful.create_pretraining_data if impl == "fast" else
+            reference.create_pretraining_data)
+  create(inputs[spec][0], ",".join(outs), VOCAB, **flags)
   return outs
 
 
@@ -157,7 +163,7 @@ def test_identical_to_original(original_runs, name):
 @pytest.mark.parametrize("name", ["wwm_austen_three_files_seed11",
                                   "sample_seed7_short05_seq64"])
 def test_reference_impl_identical_to_original(original_runs, name):
-  """The slow line-by-line port (``--reference_impl``) gives the same records."""
+  """The test oracle (the line-by-line port) gives the same records."""
   d, inputs = original_runs
   ours = _ours(d, inputs, name, impl="reference")
   for mine, orig in zip(ours, _outputs(d, name, "orig")):
@@ -170,9 +176,9 @@ def test_glob_order_is_the_originals(original_runs):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   d, _ = original_runs
   pattern = os.path.join(d, "austen3_*.txt")
-  assert (pretraining_data.expand_input_files(pattern, directory_order=True) ==
+  assert (documents.expand_input_files(pattern, directory_order=True) ==
           tf.io.gfile.glob(pattern))
-  assert pretraining_data.expand_input_files(pattern) == sorted(tf.io.gfile.glob(pattern))
+  assert documents.expand_input_files(pattern) == sorted(tf.io.gfile.glob(pattern))
 
 
 def test_whole_word_masking_masks_whole_words(original_runs):
@@ -197,7 +203,7 @@ def test_whole_word_masking_masks_whole_words(original_runs):
         assert p - 1 in pos or p - 1 == sep, (p, label)
   assert pieces > 20
   a = read_records(_outputs(d, "wwm_sample_seed1", "orig")[0])
-  plain = pretraining_data.create_pretraining_data(
+  plain = faithful.create_pretraining_data(
       SAMPLE_TEXT, os.path.join(d, "plain_seed1.tfrecord"), VOCAB, random_seed=1,
       dupe_factor=3)
   b = read_records(plain[2][0])
@@ -225,15 +231,15 @@ def test_cli_identical_to_original(original_runs):
 
 def test_memo_tokenizer_equals_reference_on_real_text():
   ref = tokenization.FullTokenizer(VOCAB)
-  memo = fast.MemoTokenizer(tokenization.FullTokenizer(VOCAB))
+  memo = tokens.MemoTokenizer(tokenization.FullTokenizer(VOCAB))
   lines = 0
-  for line in fast.read_lines(AUSTEN_SLICE):
+  for line in documents.read_lines(AUSTEN_SLICE):
     assert memo.tokenize(line) == ref.tokenize(line), line
     assert memo.tokenize_to_ids(line) == ref.convert_tokens_to_ids(ref.tokenize(line))
     lines += 1
   assert lines > 3000
   cased_ref = tokenization.FullTokenizer(VOCAB, do_lower_case=False)
-  cased = fast.MemoTokenizer(tokenization.FullTokenizer(VOCAB, do_lower_case=False))
+  cased = tokens.MemoTokenizer(tokenization.FullTokenizer(VOCAB, do_lower_case=False))
   with open(SAMPLE_TEXT, encoding="utf-8") as f:
     for line in f:
       assert cased.tokenize(line) == cased_ref.tokenize(line)
@@ -244,7 +250,7 @@ def test_memo_tokenizer_prefilled_ids_equal_reference(lower):
   """The id cache seeded from the vocab (before any text) holds exactly the
   reference's ids for each seeded word, capitalized forms included."""
   ref = tokenization.FullTokenizer(VOCAB, do_lower_case=lower)
-  memo = fast.MemoTokenizer(tokenization.FullTokenizer(VOCAB, do_lower_case=lower))
+  memo = tokens.MemoTokenizer(tokenization.FullTokenizer(VOCAB, do_lower_case=lower))
   seeded = dict(memo._ids)  # pylint: disable=protected-access
   assert len(seeded) > (40000 if lower else 20000)
   assert ("The" in seeded) == lower and "the" in seeded
@@ -260,8 +266,8 @@ def test_read_lines_across_blocks(tmp_path):
   p = tmp_path / "t.txt"
   p.write_bytes(data)
   want = [l.decode("utf-8", "ignore").strip() for l in data.split(b"\n")]
-  assert list(fast.read_lines(str(p), block_size=7)) == want
-  assert list(fast.read_lines(str(p))) == want
+  assert list(documents.read_lines(str(p), block_size=7)) == want
+  assert list(documents.read_lines(str(p))) == want
 
 
 ADVERSARIAL = [
@@ -275,14 +281,14 @@ ADVERSARIAL = [
 @pytest.mark.parametrize("lower", [True, False])
 def test_memo_tokenizer_equals_reference_on_adversarial_strings(lower):
   ref = tokenization.FullTokenizer(VOCAB, do_lower_case=lower)
-  memo = fast.MemoTokenizer(tokenization.FullTokenizer(VOCAB, do_lower_case=lower))
+  memo = tokens.MemoTokenizer(tokenization.FullTokenizer(VOCAB, do_lower_case=lower))
   for s in ADVERSARIAL:
     assert memo.tokenize(s) == ref.tokenize(s), s
     assert memo.tokenize(s) == ref.tokenize(s), s  # from the cache
 
 
 _REF = tokenization.FullTokenizer(VOCAB)
-_MEMO = fast.MemoTokenizer(tokenization.FullTokenizer(VOCAB))
+_MEMO = tokens.MemoTokenizer(tokenization.FullTokenizer(VOCAB))
 
 
 @settings(max_examples=300, deadline=None)
@@ -293,20 +299,20 @@ def test_memo_tokenizer_equals_reference_on_generated_text(text):
 
 
 def test_inlined_random_equals_stdlib():
-  assert fast.inlined_rng_ok()
+  assert faithful.inlined_rng_ok()
   a, b = random.Random(3), random.Random(3)
   for n in range(1, 300):
     x, y = list(range(n)), list(range(n))
     a.shuffle(x)
-    fast._shuffle(y, b.getrandbits)  # pylint: disable=protected-access
+    faithful._shuffle(y, b.getrandbits)  # pylint: disable=protected-access
     assert x == y
-    assert a.randint(0, n) == fast._randbelow(b.getrandbits, n + 1)  # pylint: disable=protected-access
+    assert a.randint(0, n) == faithful._randbelow(b.getrandbits, n + 1)  # pylint: disable=protected-access
 
 
 def test_tfrecord_writer_bytes_equal_tensorflow_writer(tmp_path):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   records = [b"", b"x", os.urandom(300), os.urandom(70000)]
-  w = fast.TFRecordWriter(str(tmp_path / "ours.tfrecord"))
+  w = records_lib.TFRecordWriter(str(tmp_path / "ours.tfrecord"))
   for r in records:
     w.write(r)
   w.commit()
@@ -319,9 +325,9 @@ def test_tfrecord_writer_bytes_equal_tensorflow_writer(tmp_path):
 
 
 def test_masking_statistics_on_real_text():
-  tok = fast.MemoTokenizer(tokenization.FullTokenizer(VOCAB))
-  docs = pretraining_data.read_documents([AUSTEN_SLICE], tok)
-  insts = pretraining_data.create_training_instances(
+  tok = tokens.MemoTokenizer(tokenization.FullTokenizer(VOCAB))
+  docs = reference.read_documents([AUSTEN_SLICE], tok)
+  insts = reference.create_training_instances(
       docs, list(tok.vocab.keys()), random.Random(1), dupe_factor=1)
   assert len(insts) > 1000
   masked = kept = total_pred = 0
@@ -357,14 +363,14 @@ def test_bad_inputs(tmp_path):
                 "--output_file=%s" % out, "--vocab_file=%s" % bad_vocab], check=False)
   assert p.returncode != 0 and str(bad_vocab) in p.stderr and "[CLS]" in p.stderr
   assert not out.exists()
-  with pytest.raises(pretraining_data.InputError, match="--dupe_factor"):
-    pretraining_data.create_pretraining_data(SAMPLE_TEXT, str(out), VOCAB, dupe_factor=0)
-  with pytest.raises(pretraining_data.InputError, match="--max_seq_length"):
-    pretraining_data.create_pretraining_data(SAMPLE_TEXT, str(out), VOCAB, max_seq_length=4)
+  with pytest.raises(errors.InputError, match="--dupe_factor"):
+    faithful.create_pretraining_data(SAMPLE_TEXT, str(out), VOCAB, dupe_factor=0)
+  with pytest.raises(errors.InputError, match="--max_seq_length"):
+    faithful.create_pretraining_data(SAMPLE_TEXT, str(out), VOCAB, max_seq_length=4)
   empty = tmp_path / "empty.txt"
   empty.write_text("\n\n  \n")
-  with pytest.raises(pretraining_data.InputError, match="no text"):
-    pretraining_data.create_pretraining_data(str(empty), str(out), VOCAB)
+  with pytest.raises(errors.InputError, match="no text"):
+    faithful.create_pretraining_data(str(empty), str(out), VOCAB)
   assert not out.exists()
   assert not [f for f in os.listdir(tmp_path) if f.endswith(".tmp")]
 

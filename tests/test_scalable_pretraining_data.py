@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from bert_tf import tokenization
-from bert_tf.data import fast_pretraining_data as fast
-from bert_tf.data import scalable_pretraining_data as scalable
+from bert_tf.data.pretraining import documents
+from bert_tf.data.pretraining import sharded as scalable
+from bert_tf.data.pretraining import tokens
 from conftest import AUSTEN_SLICE, SAMPLE_TEXT, VOCAB, run_tool
 
 SEQ, PRED = 128, 20  # 15% of 128 is 19: the cap of 20 never binds
@@ -140,9 +141,9 @@ def test_labels_recover_the_text(run2):
   """Putting the labels back gives spans of the real tokenized corpus; an
   IsNext pair that was not truncated is one contiguous span (B follows A)."""
   _, _, r = run2
-  memo = fast.MemoTokenizer(tokenization.FullTokenizer(VOCAB))
+  memo = tokens.MemoTokenizer(tokenization.FullTokenizer(VOCAB))
   stream = []
-  for line in fast.read_lines(AUSTEN_SLICE):
+  for line in documents.read_lines(AUSTEN_SLICE):
     stream.extend(memo.tokenize_to_ids(line) if line else [-1])
   corpus = np.array(stream, np.int32).tobytes()
 

@@ -10,7 +10,6 @@ learner on text normalized as the reference BasicTokenizer does). See
     --vocab_size=30522 --do_lower_case=True
 """
 
-import sys
 import time
 
 from bert_tf.tools import _startup
@@ -19,8 +18,8 @@ _startup.setup(tensorflow=True)
 from absl import app
 from absl import flags
 
+from bert_tf import errors
 from bert_tf import vocab_builder
-from bert_tf.data import pretraining_data
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "Input raw text file (or comma-separated list of globs).")
@@ -42,8 +41,8 @@ def main(argv):
         FLAGS.input_file, FLAGS.output_file, FLAGS.vocab_size,
         do_lower_case=FLAGS.do_lower_case, num_unused=FLAGS.num_unused,
         max_unique_chars=FLAGS.max_unique_chars, min_count=FLAGS.min_count)
-  except (pretraining_data.InputError, vocab_builder.VocabBuildError) as e:
-    sys.exit("build_vocab: error: %s" % e)
+  except (errors.InputError, errors.VocabBuildError) as e:
+    _startup.fail("build_vocab", e)
   print("wrote %s: %d tokens (%d learned) (%.1fs)" %
         (FLAGS.output_file, len(vocab), num_learned, time.time() - start))
 

@@ -17,7 +17,7 @@ Scalable mode (``--num_workers=N``, N >= 1): streams documents in windows
 with bounded memory, N processes, ``--num_shards`` output files
 ``<output_file>-00000-of-0000S`` each with its own seeded stream. Same
 algorithm and statistics, different random draws and a windowed choice of
-random-next documents: see ``bert_tf/data/scalable_pretraining_data.py``.
+random-next documents: see ``bert_tf/data/pretraining/sharded.py``.
 
 A progress bar (tqdm) goes to stderr when it is a terminal (``--noprogress``
 turns it off).
@@ -32,10 +32,10 @@ _startup.setup(tensorflow=False)
 from absl import app
 from absl import flags
 
-from bert_tf import tokenization
-from bert_tf.data import fast_pretraining_data
-from bert_tf.data import pretraining_data
-from bert_tf.data import scalable_pretraining_data
+from bert_tf import errors
+from bert_tf.data.pretraining import documents
+from bert_tf.data.pretraining import faithful
+from bert_tf.data.pretraining import sharded
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "Input raw text file (or comma-separated list of globs).")
@@ -60,9 +60,6 @@ flags.DEFINE_integer("num_shards", None, "Scalable mode: number of output shards
 flags.DEFINE_integer("window_tokens", 250000,
                      "Scalable mode: tokens per window of documents (bounds memory; "
                      "random-next segments come from the same window).")
-flags.DEFINE_bool("reference_impl", False,
-                  "Faithful mode with the slow line-by-line port of the original "
-                  "(for verification; same records).")
 flags.DEFINE_bool("progress", True, "Show a progress bar on stderr when it is a terminal.")
 flags.mark_flags_as_required(["input_file", "output_file", "vocab_file"])
 
@@ -98,13 +95,13 @@ def main(argv):
   start = time.time()
   try:
     if FLAGS.num_workers < 0:
-      raise pretraining_data.InputError("--num_workers must be >= 0")
+      raise errors.InputError("--num_workers must be >= 0")
     if FLAGS.num_workers == 0:
       if FLAGS.num_shards is not None:
-        raise pretraining_data.InputError("--num_shards needs --num_workers >= 1")
+        raise errors.InputError("--num_shards needs --num_workers >= 1")
       bar = _ProgressBar("creating instances", "doc")
       timings = {}
-      num_docs, num_instances, outputs = pretraining_data.create_pretraining_data(
+      num_docs, num_instances, outputs = faithful.create_pretraining_data(
           FLAGS.input_file, FLAGS.output_file, FLAGS.vocab_file,
           do_lower_case=FLAGS.do_lower_case,
           do_whole_word_mask=FLAGS.do_whole_word_mask,
@@ -112,24 +109,23 @@ def main(argv):
           max_predictions_per_seq=FLAGS.max_predictions_per_seq,
           random_seed=FLAGS.random_seed, dupe_factor=FLAGS.dupe_factor,
           masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob,
-          progress=bar.update,
-          impl="reference" if FLAGS.reference_impl else "fast", timings=timings)
+          progress=bar.update, timings=timings)
       bar.close()
       print("wrote %d instances from %d documents to %s (%.1fs; read+tokenize %.1fs, "
             "create %.1fs, write %.1fs; peak RSS %.0f MB)" %
             (num_instances, num_docs, ",".join(outputs), time.time() - start,
              timings["read_tokenize"], timings["create"], timings["write"],
-             fast_pretraining_data.peak_rss_mb()))
+             sharded.peak_rss_mb()))
     else:
       if FLAGS.do_whole_word_mask:
-        raise pretraining_data.InputError(
+        raise errors.InputError(
             "--do_whole_word_mask is only offered in faithful mode (--num_workers=0)")
       if "," in FLAGS.output_file:
-        raise pretraining_data.InputError(
+        raise errors.InputError(
             "--output_file must be one prefix in scalable mode, got %r" % FLAGS.output_file)
       bar = _ProgressBar("reading input (all shards)", "B")
-      stats = scalable_pretraining_data.create_sharded(
-          pretraining_data.expand_input_files(FLAGS.input_file), FLAGS.output_file,
+      stats = sharded.create_sharded(
+          documents.expand_input_files(FLAGS.input_file), FLAGS.output_file,
           FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
           num_workers=FLAGS.num_workers, num_shards=FLAGS.num_shards,
           random_seed=FLAGS.random_seed, max_seq_length=FLAGS.max_seq_length,
@@ -143,8 +139,8 @@ def main(argv):
             (stats["num_instances"], len(stats["files"]), ",".join(stats["files"]),
              time.time() - start, stats["peak_rss_mb"],
              "+".join("%.0f" % r for r in stats["worker_peak_rss_mb"])))
-  except (pretraining_data.InputError, tokenization.VocabError) as e:
-    sys.exit("create_pretraining_data: error: %s" % e)
+  except errors.BertTfError as e:
+    _startup.fail("create_pretraining_data", e)
 
 
 def run():

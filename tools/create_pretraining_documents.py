@@ -3,7 +3,7 @@
 Same input flags and format as ``tools/create_pretraining_data.py`` (one
 sentence per line, a blank line between documents). Each record holds one
 document's word-piece ids (``token_ids``) and its ``sentence_lengths``;
-``bert_tf.data.dynamic_masking.dynamic_pretraining_dataset`` (used by
+``bert_tf.data.pretraining.dynamic.dynamic_pretraining_dataset`` (used by
 ``tools/run_pretraining.py --dynamic``) makes sentence pairs and masks from
 them on the fly, new ones every epoch.
 
@@ -20,9 +20,8 @@ _startup.setup(tensorflow=True)
 from absl import app
 from absl import flags
 
-from bert_tf import tokenization
-from bert_tf.data import dynamic_masking
-from bert_tf.data import pretraining_data
+from bert_tf import errors
+from bert_tf.data.pretraining import dynamic
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "Input raw text file (or comma-separated list of globs).")
@@ -47,11 +46,11 @@ def main(argv):
       sys.stderr.flush()
 
   try:
-    num_docs, num_tokens, outputs = dynamic_masking.write_documents(
+    num_docs, num_tokens, outputs = dynamic.write_documents(
         FLAGS.input_file, FLAGS.output_file, FLAGS.vocab_file,
         do_lower_case=FLAGS.do_lower_case, progress=progress)
-  except (pretraining_data.InputError, tokenization.VocabError) as e:
-    sys.exit("create_pretraining_documents: error: %s" % e)
+  except errors.BertTfError as e:
+    _startup.fail("create_pretraining_documents", e)
   if last[0]:
     sys.stderr.write("\n")
   print("wrote %d documents (%d tokens) to %s (%.1fs)" %

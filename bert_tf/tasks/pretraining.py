@@ -35,8 +35,8 @@ from bert_tf import checkpoints
 from bert_tf import config as config_lib
 from bert_tf import errors
 from bert_tf import tokenization
-from bert_tf.data import pretraining_data
-from bert_tf.data import pretraining_input
+from bert_tf.data.pretraining import documents
+from bert_tf.data.pretraining import input as pretraining_input
 from bert_tf.modeling import models
 from bert_tf.params import field
 from bert_tf.tasks import base
@@ -160,7 +160,7 @@ def check_inputs(config, params, batch_records=None):
     the list of input files.
 
   Raises:
-    ValueError / ``pretraining_data.InputError`` /
+    ValueError / ``errors.InputError`` /
     ``pretraining_input.RecordError``, naming the flag or file.
   """
   if params.max_seq_length > config.max_position_embeddings:
@@ -178,7 +178,7 @@ def check_inputs(config, params, batch_records=None):
   if params.num_accumulation_steps < 1:
     raise ValueError("--num_accumulation_steps must be >= 1, got %d"
                      % params.num_accumulation_steps)
-  files = pretraining_data.expand_input_files(params.input_file)
+  files = documents.expand_input_files(params.input_file)
   if not params.dynamic:
     pretraining_input.inspect_records(
         files[:1], params.max_seq_length, params.max_predictions_per_seq,
@@ -193,7 +193,7 @@ def check_inputs(config, params, batch_records=None):
 
 def _dataset(params, batch_size, is_training, input_context):
   if params.dynamic:
-    from bert_tf.data.dynamic_masking import dynamic_pretraining_dataset  # pylint: disable=g-import-not-at-top
+    from bert_tf.data.pretraining.dynamic import dynamic_pretraining_dataset  # pylint: disable=g-import-not-at-top
     if not params.vocab_file:
       raise errors.ParamsError("dynamic needs vocab_file", argument="vocab_file")
     return dynamic_pretraining_dataset(

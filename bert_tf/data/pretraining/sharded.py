@@ -1,4 +1,4 @@
-"""Scalable pretraining data: sharded, streaming, multi-process, bounded memory.
+"""Sharded pretraining data: streaming, multi-process, bounded memory.
 
 The original ``create_pretraining_data.py`` (google-research/bert) holds the
 whole corpus and every instance in memory and runs on one core. This mode
@@ -33,7 +33,8 @@ Differences from faithful mode (documented and tested):
    "actual next" takes the following segment as B (or, at the end of a
    document, splits the segment at a random token). The original always
    makes such chunks random-next (55% random next on Austen).
-4. Masking is vectorized with numpy: a uniformly random subset
+4. Masking is vectorized with numpy (:meth:`ShardMaker.mask`, the 80/10/10
+   rule written once for this representation): a uniformly random subset
    (:func:`random_subsets`) of
    ``min(max_predictions_per_seq, max(1, round(len * masked_lm_prob)))``
    non-special positions (all of them if fewer), then one uniform draw per
@@ -42,25 +43,40 @@ Differences from faithful mode (documented and tested):
    distributions as the original, different random numbers.
 5. Whole-word masking is not offered here (faithful mode has it).
 6. Tokenization is the exact memoized tokenizer
-   (:class:`bert_tf.data.fast_pretraining_data.MemoTokenizer`), so the
+   (:class:`bert_tf.data.pretraining.tokens.MemoTokenizer`), so the
    tokens equal the original's.
+
+Documents come from :func:`bert_tf.data.pretraining.documents.iter_documents`
+with a shard argument; records are encoded and framed by
+:mod:`bert_tf.data.pretraining.records`. Workers run on a
+``concurrent.futures.ProcessPoolExecutor``, one task per worker (a fixed
+set of shards each). TF-free: workers are forked when TensorFlow is not
+loaded.
 
 Output files are written under temporary names and renamed only when every
 shard is complete.
 """
 
+
+import concurrent.futures
 import multiprocessing
 import os
 import queue as queue_lib
 import random
 import sys
+from typing import Callable, List, Optional, Sequence
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from bert_tf import errors
 from bert_tf import tokenization
-from bert_tf.data import fast_pretraining_data as fast
-from bert_tf.data.fast_pretraining_data import InputError
+from bert_tf.data.pretraining import documents as documents_lib
+from bert_tf.data.pretraining import records as records_lib
+from bert_tf.data.pretraining import tokens as tokens_lib
+
+InputError = errors.InputError
+
 
 _BATCH = 2048  # instances vectorized together
 
@@ -75,48 +91,6 @@ def shard_seeds(random_seed, shard):
   ss = np.random.SeedSequence(entropy=int(random_seed) % (1 << 63), spawn_key=(shard,))
   py_seed = int.from_bytes(ss.generate_state(4, dtype=np.uint32).tobytes(), "little")
   return py_seed, ss
-
-
-def iter_shard_documents(input_files, shard, num_shards, tokenizer, on_bytes=None):
-  """Yields the tokenized documents of one shard, streaming.
-
-  Args:
-    input_files: paths, read in order (documents continue across files).
-    shard, num_shards: document ``k`` (0-based, counting every blank-line
-      separated document of the stream) belongs to shard ``k % num_shards``.
-    tokenizer: :class:`~bert_tf.data.fast_pretraining_data.MemoTokenizer`.
-    on_bytes: optional callable ``(n)``: about ``n`` more input bytes read.
-
-  Yields:
-    documents: non-empty lists of non-empty lists of int token ids. Lines
-    of other shards' documents are not tokenized.
-  """
-  doc_index = 0
-  current = []
-  mine = (doc_index % num_shards) == shard
-  tokenize = tokenizer.tokenize_to_ids
-  pending = 0
-  for path in input_files:
-    for line in fast.read_lines(path):
-      pending += len(line) + 1
-      if not line:
-        if current:
-          yield current
-          current = []
-        doc_index += 1
-        mine = (doc_index % num_shards) == shard
-        if on_bytes is not None and pending > (1 << 18):
-          on_bytes(pending)
-          pending = 0
-        continue
-      if mine:
-        ids = tokenize(line)
-        if ids:
-          current.append(ids)
-  if current:
-    yield current
-  if on_bytes is not None and pending:
-    on_bytes(pending)
 
 
 def random_subsets(rng, c, m, width, fill):
@@ -184,7 +158,7 @@ class ShardMaker:
     random_seed, shard: the shard's random stream (:func:`shard_seeds`).
     max_seq_length, dupe_factor, short_seq_prob, masked_lm_prob,
     max_predictions_per_seq: as the original's flags.
-    encoder: optional :class:`~bert_tf.data.fast_pretraining_data.RecordEncoder`
+    encoder: optional :class:`~bert_tf.data.pretraining.records.RecordEncoder`
       for this vocab and these lengths (shared between shards).
   """
 
@@ -204,9 +178,9 @@ class ShardMaker:
     self.mask_id = vocab["[MASK]"]
     self.rand_ids = np.array([vocab[w] for w in vocab], dtype=np.int64)
     max_id = _max_vocab_id(vocab)
-    self.encoder = encoder or fast.RecordEncoder(max_id, max_seq_length,
+    self.encoder = encoder or records_lib.RecordEncoder(max_id, max_seq_length,
                                                  max_predictions_per_seq)
-    self.varints = _Varints(max(max_id, max_seq_length))
+    self.varints = records_lib.PackedVarints(max(max_id, max_seq_length))
 
   # -- pairs (Python, per chunk) ------------------------------------------
 
@@ -280,6 +254,18 @@ class ShardMaker:
 
   # -- vectorized truncation, packing, masking, encoding --------------------
 
+  def mask(self, labels: np.ndarray) -> np.ndarray:
+    """The 80/10/10 rule: replacement ids for the chosen positions' ``labels``.
+
+    Per position (int64 [rows, P]): 80% ``[MASK]``, 10% unchanged, 10% a
+    uniformly random vocab entry (any entry, as the original's
+    ``vocab_words[randint]``); one float32 draw and one integer draw each.
+    """
+    shape = labels.shape
+    u = self.np_rng.random(shape, dtype=np.float32)
+    rnd = self.rand_ids[self.np_rng.integers(0, len(self.rand_ids), shape)]
+    return np.where(u < 0.8, self.mask_id, np.where(u < 0.9, labels, rnd))
+
   def _truncate(self, a_s, a_l, b_s, b_l):
     """The original's truncate_seq_pair, in closed form (vectorized)."""
     m = self.max_seq_length - 3
@@ -325,9 +311,7 @@ class ShardMaker:
     valid = pos < big_l
     posc = np.where(valid, pos, 0)
     labels = np.where(valid, np.take_along_axis(ids, posc, axis=1), 0)
-    u = self.np_rng.random((rows, max_pred), dtype=np.float32)
-    rnd = self.rand_ids[self.np_rng.integers(0, len(self.rand_ids), (rows, max_pred))]
-    new = np.where(u < 0.8, self.mask_id, np.where(u < 0.9, labels, rnd))
+    new = self.mask(labels)
     rr, cc = np.nonzero(valid)
     ids[rr, pos[rr, cc]] = new[rr, cc]
     varints = self.varints
@@ -357,34 +341,11 @@ class ShardMaker:
     return [records[i] for i in perm]
 
 
-class _Varints:
-  """Row-wise packed protobuf varints of int arrays with values in ``[0, max_value]``.
-
-  One table lookup per value gives its varint bytes (``max_value < 2**21``:
-  at most 3, held little-endian in a uint32), another which of those 4 bytes
-  are used; one ``compress`` drops the unused ones.
-  """
-
-  def __init__(self, max_value):
-    v = np.arange(max_value + 1, dtype=np.uint32)
-    nb = 1 + (v >= 128).astype(np.int8) + (v >= 16384).astype(np.int8)
-    self.table = ((v & 0x7F) | ((nb > 1).astype(np.uint32) << 7) |
-                  (((v >> 7) & 0x7F) << 8) | ((nb > 2).astype(np.uint32) << 15) |
-                  ((v >> 14) << 16))
-    # keep[v] viewed as 4 bools: which of the 4 bytes of table[v] are used.
-    self.keep = (np.arange(4)[None, :] < nb[:, None]).astype(np.uint8).view(np.uint32).ravel()
-
-  def __call__(self, values):
-    """``(buffer, offsets)``: row ``i`` of ``values`` [rows, cols] (int64) is
-    ``buffer[offsets[i]:offsets[i+1]]``."""
-    rows, cols = values.shape
-    if values.size and int(values.max()) < 128:  # one byte each
-      return values.astype(np.uint8).tobytes(), list(range(0, rows * cols + 1, cols))
-    keep = self.keep[values].view(bool)
-    buf = self.table[values].view(np.uint8).compress(keep.ravel()).tobytes()
-    offsets = np.zeros(rows + 1, np.int64)
-    np.cumsum(keep.reshape(rows, 4 * cols).sum(axis=1, dtype=np.int64), out=offsets[1:])
-    return buf, offsets.tolist()
+def peak_rss_mb() -> float:
+  """Peak resident set size of this process so far, in MiB (Linux ``ru_maxrss``)."""
+  import resource  # pylint: disable=g-import-not-at-top
+  kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+  return kb / 1024.0 if sys.platform != "darwin" else kb / 2.0 ** 20
 
 
 def _write_shard(input_files, tok, encoder, shard, num_shards, path, params,
@@ -396,10 +357,12 @@ def _write_shard(input_files, tok, encoder, shard, num_shards, path, params,
   """
   window_tokens = params.pop("window_tokens")
   maker = ShardMaker(tok.vocab, shard=shard, encoder=encoder, **params)
-  writer = fast.TFRecordWriter(path)
+  writer = records_lib.TFRecordWriter(path)
   try:
     window, size = [], 0
-    for doc in iter_shard_documents(input_files, shard, num_shards, tok, on_bytes):
+    for doc in documents_lib.iter_documents(input_files, tok.tokenize_to_ids,
+                                            shard=(shard, num_shards),
+                                            on_bytes=on_bytes):
       window.append(doc)
       size += sum(len(s) for s in doc)
       if size >= window_tokens:
@@ -414,17 +377,33 @@ def _write_shard(input_files, tok, encoder, shard, num_shards, path, params,
   return writer.tmp_path, writer.count
 
 
-def _worker(input_files, tok, encoder, shards, num_shards, paths, params, queue):
+# Per worker process: (tokenizer, encoder, progress queue), set by _init_worker.
+_WORKER = {}
+
+
+def _init_worker(tok, encoder, progress_queue):
+  _WORKER.update(tok=tok, encoder=encoder, queue=progress_queue)
+
+
+def _run_task(input_files, shards, num_shards, paths, params):
+  """One worker task: its shards, in order; ``([(shard, tmp, count)], peak_rss_mb)``.
+
+  A failure is re-raised as InputError naming the exception type (the pool
+  pickles it back to the main process).
+  """
+  progress_queue = _WORKER["queue"]
+  written = []
   try:
-    def on_bytes(n):
-      queue.put(("bytes", n))
     for s in shards:
-      tmp, count = _write_shard(input_files, tok, encoder, s, num_shards, paths[s],
-                                dict(params), on_bytes)
-      queue.put(("shard", s, tmp, count))
-    queue.put(("done", fast.peak_rss_mb()))
-  except BaseException as e:  # pylint: disable=broad-except
-    queue.put(("error", "%s: %s" % (type(e).__name__, e)))
+      tmp, count = _write_shard(input_files, _WORKER["tok"], _WORKER["encoder"], s,
+                                num_shards, paths[s], dict(params), progress_queue.put)
+      written.append((s, tmp, count))
+  except Exception as e:  # pylint: disable=broad-except
+    for _, tmp, _ in written:
+      if os.path.exists(tmp):
+        os.remove(tmp)
+    raise InputError("%s: %s" % (type(e).__name__, e)) from None
+  return written, peak_rss_mb()
 
 
 def _start_method():
@@ -434,18 +413,21 @@ def _start_method():
   return "fork"
 
 
-def create_sharded(input_files, output_file, vocab_file, do_lower_case=True,
-                   num_workers=1, num_shards=None, random_seed=12345,
-                   max_seq_length=128, dupe_factor=10, short_seq_prob=0.1,
-                   masked_lm_prob=0.15, max_predictions_per_seq=20,
-                   window_tokens=250_000, progress=None):
-  """Scalable mode: writes ``num_shards`` TFRecord shards with ``num_workers`` processes.
+def create_sharded(input_files: Sequence[str], output_file: str, vocab_file: str,
+                   do_lower_case: bool = True, num_workers: int = 1,
+                   num_shards: Optional[int] = None, random_seed: int = 12345,
+                   max_seq_length: int = 128, dupe_factor: int = 10,
+                   short_seq_prob: float = 0.1, masked_lm_prob: float = 0.15,
+                   max_predictions_per_seq: int = 20, window_tokens: int = 250_000,
+                   progress: Optional[Callable[[int, int], None]] = None) -> dict:
+  """Sharded mode: writes ``num_shards`` TFRecord shards with ``num_workers`` processes.
 
   Args:
     input_files: list of paths (documents continue across files).
     output_file: shard ``s`` goes to ``<output_file>-%05d-of-%05d``.
     num_workers: worker processes (forked or spawned, see below; at most
-      ``num_shards`` used).
+      ``num_shards`` used); worker ``w`` makes shards ``w, w + num_workers,
+      ...``.
     num_shards: default ``num_workers``.
     window_tokens: tokens per window (memory bound; random-next pool).
     progress: optional callable ``(bytes_done, bytes_total)``.
@@ -453,7 +435,8 @@ def create_sharded(input_files, output_file, vocab_file, do_lower_case=True,
 
   Returns:
     dict: ``files`` (list), ``counts`` (records per shard), ``num_instances``,
-    ``worker_peak_rss_mb`` (list, MiB), ``peak_rss_mb`` (this process).
+    ``worker_peak_rss_mb`` (list, MiB, one per worker), ``peak_rss_mb``
+    (this process).
 
   Raises:
     InputError: bad flags, unreadable input, or a failed worker (message
@@ -463,6 +446,11 @@ def create_sharded(input_files, output_file, vocab_file, do_lower_case=True,
   ``tools/create_pretraining_data.py`` in this mode), and ``spawn``-ed
   otherwise (a fork of a process that has imported TensorFlow is unsafe), so
   a calling script needs the usual ``if __name__ == "__main__":`` guard.
+
+  Example:
+
+    >>> stats = create_sharded(["corpus.txt"], "/tmp/out", "vocab.txt", num_workers=2)
+    >>> stats["files"]  # ['/tmp/out-00000-of-00002', '/tmp/out-00001-of-00002']
   """
   if num_workers < 1:
     raise InputError("--num_workers must be >= 1 in scalable mode, got %d" % num_workers)
@@ -474,10 +462,10 @@ def create_sharded(input_files, output_file, vocab_file, do_lower_case=True,
   if window_tokens < 1:
     raise InputError("--window_tokens must be >= 1")
   # Vocab errors surface here, in this process; the workers share the result.
-  tok = fast.MemoTokenizer(tokenization.FullTokenizer(vocab_file, do_lower_case),
-                           max_cache_words=500_000)
+  tok = tokens_lib.MemoTokenizer(tokenization.FullTokenizer(vocab_file, do_lower_case),
+                                 max_cache_words=500_000)
   max_id = _max_vocab_id(tok.vocab, vocab_file)
-  encoder = fast.RecordEncoder(max_id, max_seq_length, max_predictions_per_seq)
+  encoder = records_lib.RecordEncoder(max_id, max_seq_length, max_predictions_per_seq)
   for p in input_files:
     if not os.access(p, os.R_OK):
       raise InputError("cannot read input file %r" % p)
@@ -490,45 +478,62 @@ def create_sharded(input_files, output_file, vocab_file, do_lower_case=True,
   total_bytes = sum(os.path.getsize(p) for p in input_files) * num_shards
   num_workers = min(num_workers, num_shards)
   ctx = multiprocessing.get_context(_start_method())
-  queue = ctx.Queue()
-  procs = []
-  for w in range(num_workers):
-    shards = list(range(w, num_shards, num_workers))
-    p = ctx.Process(target=_worker, args=(input_files, tok, encoder, shards, num_shards,
-                                          paths, params, queue),
-                    daemon=True)
-    p.start()
-    procs.append(p)
+  progress_queue = ctx.Queue()
   temps, counts, rss, error = {}, {}, [], None
   done_bytes = 0
-  finished = 0
-  try:
-    while finished < num_workers and error is None:
-      try:
-        msg = queue.get(timeout=1.0)
-      except queue_lib.Empty:
-        if any(p.exitcode not in (None, 0) for p in procs):
-          error = "a worker process died (exit codes %s)" % [p.exitcode for p in procs]
-        continue
-      if msg[0] == "bytes":
-        done_bytes += msg[1]
+
+  def drain(timeout):
+    nonlocal done_bytes
+    try:
+      while True:
+        done_bytes += progress_queue.get(timeout=timeout)
+        timeout = 0
         if progress is not None:
           progress(min(done_bytes, total_bytes), total_bytes)
-      elif msg[0] == "shard":
-        temps[msg[1]] = msg[2]
-        counts[msg[1]] = msg[3]
-      elif msg[0] == "done":
-        rss.append(msg[1])
-        finished += 1
-      else:
-        error = msg[1]
-    for p in procs:
-      p.join(timeout=None if error is None else 5)
+    except queue_lib.Empty:
+      pass
+
+  pool = concurrent.futures.ProcessPoolExecutor(
+      max_workers=num_workers, mp_context=ctx, initializer=_init_worker,
+      initargs=(tok, encoder, progress_queue))
+  try:
+    futures = [pool.submit(_run_task, input_files,
+                           list(range(w, num_shards, num_workers)), num_shards, paths,
+                           params)
+               for w in range(num_workers)]
+    pending = set(futures)
+    while pending and error is None:
+      done, pending = concurrent.futures.wait(pending, timeout=0.2)
+      drain(0)
+      for f in done:
+        try:
+          written, worker_rss = f.result()
+        except InputError as e:
+          error = str(e)
+          continue
+        except concurrent.futures.BrokenExecutor as e:
+          error = "a worker process died (%s)" % e
+          continue
+        rss.append(worker_rss)
+        for s, tmp, count in written:
+          temps[s], counts[s] = tmp, count
+    if error is not None:
+      for f in pending:
+        f.cancel()
+      # Tasks already running finish (bounded work); their shards are removed.
+      for f in pending:
+        try:
+          written, _ = f.result()
+        except (InputError, concurrent.futures.CancelledError,
+                concurrent.futures.BrokenExecutor):
+          continue
+        for s, tmp, _ in written:
+          temps[s] = tmp
   finally:
+    pool.shutdown(wait=True, cancel_futures=True)
+    drain(0)
+    progress_queue.close()
     if error is not None or len(temps) != num_shards:
-      for p in procs:
-        if p.is_alive():
-          p.terminate()
       for t in temps.values():
         if os.path.exists(t):
           os.remove(t)
@@ -540,4 +545,4 @@ def create_sharded(input_files, output_file, vocab_file, do_lower_case=True,
     progress(total_bytes, total_bytes)
   return dict(files=paths, counts=[counts[s] for s in range(num_shards)],
               num_instances=sum(counts.values()), worker_peak_rss_mb=rss,
-              peak_rss_mb=fast.peak_rss_mb())
+              peak_rss_mb=peak_rss_mb())

@@ -1,22 +1,24 @@
 """Dynamic pretraining data: sentence pairs and masks made on the fly in tf.data.
 
-Two stages (issue 4 item 2):
+Two stages:
 
 1. :func:`write_documents` (``tools/create_pretraining_documents.py``)
-   tokenizes the corpus ONCE with the reference tokenizer and writes one
-   ``tf.train.Example`` per document: ``token_ids`` (int64, every sentence's
+   tokenizes the corpus ONCE (the exact memoized tokenizer,
+   :class:`bert_tf.data.pretraining.tokens.MemoTokenizer`: the reference
+   tokenizer's ids) and writes one ``tf.train.Example`` per document: ``token_ids`` (int64, every sentence's
    word-piece ids concatenated) and ``sentence_lengths`` (int64, one entry per
    sentence; they sum to ``len(token_ids)``). Documents follow the original
    ``create_pretraining_data.py``: a blank line starts one, a line that
-   tokenizes to nothing is dropped, documents continue across input files.
-   Reading is streamed: memory holds one document, not the corpus.
+   tokenizes to nothing is dropped, documents continue across input files
+   (:func:`bert_tf.data.pretraining.documents.iter_documents`). Reading is
+   streamed: memory holds one document, not the corpus.
 2. :func:`dynamic_pretraining_dataset` builds ``[CLS] A [SEP] B [SEP]`` pairs
    and masked-LM targets from those records inside the tf.data graph, fresh
    for every epoch, and yields exactly the batches of
-   :func:`bert_tf.data.pretraining_input.pretraining_dataset`.
+   :func:`bert_tf.data.pretraining.input.pretraining_dataset`.
 
-What matches the original (google-research/bert ``create_pretraining_data.py``,
-see ``../shared/DESIGN.md`` section 2), rule for rule:
+What matches the original (google-research/bert ``create_pretraining_data.py``),
+rule for rule:
 
 * per document and pass, one target length: ``max_seq_length - 3``, or with
   probability ``short_seq_prob`` uniform in ``[2, max_seq_length - 3]``;
@@ -74,20 +76,25 @@ groups) and padding (``pad_model_inputs``).
 
 import logging
 import random
+from typing import Callable, List, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_text as text
 
-from bert_tf import io_utils
+from bert_tf import errors
 from bert_tf import tokenization
-from bert_tf.data import pretraining_data
+from bert_tf.data.pretraining import documents
+from bert_tf.data.pretraining import records
+from bert_tf.data.pretraining import tokens
+
+InputError = errors.InputError
 
 NUM_PARTNER_DOCUMENTS = 3
 DOCUMENT_SHUFFLE_BUFFER = 1000
 INSTANCE_SHUFFLE_BUFFER = 10000
 
-DOCUMENT_FEATURES = ("token_ids", "sentence_lengths")
+DOCUMENT_FEATURES = records.DOCUMENT_FEATURES
 
 
 def _document_spec():
@@ -99,62 +106,22 @@ def _document_spec():
 # Stage 1: tokenized documents.
 
 
-def iter_documents(input_files, tokenizer):
-  """Streams tokenized documents with the original's document rules.
+def document_to_example(document: List[List[int]]) -> bytes:
+  """One document (list of id lists) -> serialized ``tf.train.Example`` (bytes).
 
-  Same documents, in the same order, as
-  :func:`bert_tf.data.pretraining_data.read_documents` (before its shuffle),
-  without holding the corpus in memory.
-
-  Args:
-    input_files: list of paths, read in order; documents continue across files.
-    tokenizer: a :class:`bert_tf.tokenization.FullTokenizer`.
-
-  Yields:
-    a document: a non-empty list of non-empty lists of int token ids.
-
-  Raises:
-    pretraining_data.InputError: a file cannot be read (names the file).
+  Features (:data:`bert_tf.data.pretraining.records.DOCUMENT_FEATURES`):
+  int64 ``token_ids`` (every sentence's ids concatenated) and
+  ``sentence_lengths`` (one per sentence).
   """
-  doc = []
-  for path in input_files:
-    try:
-      f = open(path, "rb")
-    except OSError as e:
-      raise pretraining_data.InputError(
-          "cannot read input file %r: %s" % (path, e)) from e
-    with f:
-      try:
-        for raw in f:
-          line = tokenization.convert_to_unicode(raw.rstrip(b"\n")).strip()
-          if not line:
-            if doc:
-              yield doc
-            doc = []
-            continue
-          tokens = tokenizer.tokenize(line)
-          if tokens:
-            doc.append(tokenizer.convert_tokens_to_ids(tokens))
-      except OSError as e:
-        raise pretraining_data.InputError(
-            "cannot read input file %r: %s" % (path, e)) from e
-  if doc:
-    yield doc
+  return records.encode_int64_example({
+      "token_ids": [t for sentence in document for t in sentence],
+      "sentence_lengths": [len(s) for s in document]})
 
 
-def document_to_example(document):
-  """One document (list of id lists) -> ``tf.train.Example`` (see module doc)."""
-  flat = [t for sentence in document for t in sentence]
-  feats = {
-      "token_ids": tf.train.Feature(int64_list=tf.train.Int64List(value=flat)),
-      "sentence_lengths": tf.train.Feature(int64_list=tf.train.Int64List(
-          value=[len(s) for s in document])),
-  }
-  return tf.train.Example(features=tf.train.Features(feature=feats))
-
-
-def write_documents(input_file, output_file, vocab_file, do_lower_case=True,
-                    progress=None):
+def write_documents(input_file: str, output_file: str, vocab_file: str,
+                    do_lower_case: bool = True,
+                    progress: Optional[Callable[[int, int], None]] = None
+                    ) -> Tuple[int, int, List[str]]:
   """Tokenizes a corpus once into TFRecords of documents (stage 1).
 
   Args:
@@ -171,31 +138,33 @@ def write_documents(input_file, output_file, vocab_file, do_lower_case=True,
     ``(num_documents, num_tokens, output_files)``.
 
   Raises:
-    pretraining_data.InputError: empty/unmatched glob, unreadable input, no
-      document in the corpus, empty ``output_file``.
+    InputError: empty/unmatched glob, unreadable input, no document in the
+      corpus, empty ``output_file``.
     tokenization.VocabError: bad vocab file.
   """
   tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case)
   tokenization.warn_if_case_mismatch(tokenizer.vocab, do_lower_case, vocab_file)
-  input_files = pretraining_data.expand_input_files(input_file)
+  memo = tokens.MemoTokenizer(tokenizer)
+  input_files = documents.expand_input_files(input_file)
   output_files = [p.strip() for p in output_file.split(",") if p.strip()]
   if not output_files:
-    raise pretraining_data.InputError("--output_file is empty")
-  num_docs = num_tokens = 0
-  with io_utils.atomic_outputs(output_files) as tmp_names:
-    writers = [tf.io.TFRecordWriter(p) for p in tmp_names]
-    for doc in iter_documents(input_files, tokenizer):
-      writers[num_docs % len(writers)].write(
-          document_to_example(doc).SerializeToString())
+    raise InputError("--output_file is empty")
+  num_tokens = 0
+
+  def serialized():
+    nonlocal num_tokens
+    num_docs = 0
+    for doc in documents.iter_documents(input_files, memo.tokenize_to_ids):
+      yield document_to_example(doc)
       num_docs += 1
       num_tokens += sum(len(s) for s in doc)
       if progress is not None:
         progress(num_docs, num_tokens)
-    for w in writers:
-      w.close()
-    if not num_docs:
-      raise pretraining_data.InputError(
+    if not num_docs:  # raised inside the writer: no file is left behind
+      raise InputError(
           "--input_file %r holds no text that tokenizes to anything" % input_file)
+
+  num_docs = records.write_records(serialized(), output_files)
   return num_docs, num_tokens, output_files
 
 
@@ -204,7 +173,7 @@ def _check_document_file(path, vocab_size, vocab_file):
   try:
     first = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
   except (tf.errors.OpError, OSError) as e:
-    raise pretraining_data.InputError(
+    raise InputError(
         "%s: not a readable TFRecord file: %s" % (path, e)) from e
   if first is None:
     return
@@ -212,17 +181,17 @@ def _check_document_file(path, vocab_size, vocab_file):
   try:
     ex.ParseFromString(first.numpy())
   except Exception as e:  # protobuf DecodeError
-    raise pretraining_data.InputError(
+    raise InputError(
         "%s: first record is not a tf.train.Example: %s" % (path, e)) from e
   feats = ex.features.feature
   if not all(k in feats for k in DOCUMENT_FEATURES):
-    raise pretraining_data.InputError(
+    raise InputError(
         "%s: not a tokenized-document file (features %s, expected %s); write "
         "it with tools/create_pretraining_documents.py" %
         (path, sorted(feats), list(DOCUMENT_FEATURES)))
   ids = feats["token_ids"].int64_list.value
   if ids and max(ids) >= vocab_size:
-    raise pretraining_data.InputError(
+    raise InputError(
         "%s: token id %d >= vocab size %d of %s: the documents were tokenized "
         "with another vocab" % (path, max(ids), vocab_size, vocab_file))
 
@@ -496,33 +465,33 @@ def dynamic_pretraining_dataset(input_file, vocab_file, batch_size, max_seq_leng
 
   Returns:
     ``tf.data.Dataset`` of dicts, the same as
-    :func:`bert_tf.data.pretraining_input.pretraining_dataset`: int32
+    :func:`bert_tf.data.pretraining.input.pretraining_dataset`: int32
     ``input_ids``, ``input_mask``, ``segment_ids`` [B, S]; int32
     ``masked_lm_positions``, ``masked_lm_ids`` and float32
     ``masked_lm_weights`` [B, P]; int32 ``next_sentence_labels`` [B, 1]
     (0 = IsNext, 1 = random next).
 
   Raises:
-    pretraining_data.InputError: a glob matches no file (names it), a file is
+    InputError: a glob matches no file (names it), a file is
       not a document file or was tokenized with a larger vocab (names it),
       bad sizes or probabilities (names the argument).
     tokenization.VocabError: bad vocab file.
   """
   if max_seq_length < 5:
-    raise pretraining_data.InputError(
+    raise InputError(
         "max_seq_length must be at least 5, got %d" % max_seq_length)
   if max_predictions_per_seq < 1:
-    raise pretraining_data.InputError(
+    raise InputError(
         "max_predictions_per_seq must be >= 1, got %d" % max_predictions_per_seq)
   if not 0.0 < masked_lm_prob < 1.0:
-    raise pretraining_data.InputError(
+    raise InputError(
         "masked_lm_prob must be in (0, 1), got %r" % masked_lm_prob)
   if not 0.0 <= short_seq_prob <= 1.0:
-    raise pretraining_data.InputError(
+    raise InputError(
         "short_seq_prob must be in [0, 1], got %r" % short_seq_prob)
   if batch_size < 1:
-    raise pretraining_data.InputError("batch_size must be >= 1, got %d" % batch_size)
-  files = pretraining_data.expand_input_files(input_file)
+    raise InputError("batch_size must be >= 1, got %d" % batch_size)
+  files = documents.expand_input_files(input_file)
   vocab = tokenization.load_vocab(vocab_file)
   tokenization.check_vocab(vocab, vocab_file)
   vocab_size = len(vocab)

@@ -1,35 +1,22 @@
-"""Masked-LM / next-sentence training instances from raw text (faithful mode).
+"""Test oracle: a line-by-line port of the original ``create_pretraining_data.py``.
 
-Source: google-research/bert ``create_pretraining_data.py``. One
-``random.Random(random_seed)`` drives every choice in the original's order, so
-for the same input files, vocab, flags and seed the TFRecords written here
-hold the same records, feature for feature, as the original's. The algorithm
-(``../shared/DESIGN.md`` section 2):
-
-* documents: a blank line starts one; lines that tokenize to nothing are
-  dropped; documents continue across input files; then ``rng.shuffle``;
-* per document and ``dupe_factor`` pass: chunks of segments up to a target
-  length (``short_seq_prob`` picks a shorter one), split at a random point
-  into A and B; B is a random document's text with probability 0.5 (label 1,
-  ``IsNext`` = 0);
-* masking: 15% (``masked_lm_prob``) of non-special positions, at most
-  ``max_predictions_per_seq``; 80% ``[MASK]``, 10% kept, 10% a random vocab
-  entry; optional whole-word masking.
+Source: google-research/bert ``create_pretraining_data.py`` (bert-tensorflow
+1.0.4, plus master's ``--do_whole_word_mask``), on token strings, with
+``tf.train.Example`` written by protobuf through ``tf.io.TFRecordWriter``.
+It shares no instance-making code with ``bert_tf.data.pretraining``: tests compare the fast
+faithful mode (``bert_tf.data.pretraining.faithful``) and the dynamic mode's
+rules with it; ``tests/original_create_data.py`` runs the real original.
 """
 
 import collections
 import dataclasses
-import glob
 import logging
-import os
 import random
-
-import numpy as np
 
 from bert_tf import io_utils
 from bert_tf import tokenization
-from bert_tf.data import fast_pretraining_data
-from bert_tf.data.fast_pretraining_data import InputError  # pylint: disable=unused-import
+from bert_tf.data.pretraining import documents
+from bert_tf.errors import InputError
 
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
                  "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
@@ -43,40 +30,6 @@ class TrainingInstance:
   masked_lm_positions: list
   masked_lm_labels: list
   is_random_next: bool
-
-
-def expand_input_files(input_file, directory_order=False):
-  """Comma-separated globs -> list of paths, patterns in order.
-
-  Args:
-    input_file: comma-separated paths or globs.
-    directory_order: the matches of one glob come in directory (``readdir``)
-      order, as the original's ``tf.gfile.Glob`` gives them on a local file
-      system, instead of sorted. Faithful mode uses it: the file order
-      decides the document order and so every record. Name the files
-      explicitly, comma-separated, for an order that does not depend on the
-      file system.
-
-  Returns:
-    list of paths.
-
-  Raises:
-    InputError: a pattern matches nothing (names the pattern).
-  """
-  files = []
-  for pattern in input_file.split(","):
-    pattern = pattern.strip()
-    if not pattern:
-      continue
-    matches = glob.glob(pattern)
-    if not directory_order:
-      matches.sort()
-    if not matches:
-      raise InputError("--input_file: %r matches no file" % pattern)
-    files.extend(matches)
-  if not files:
-    raise InputError("--input_file is empty")
-  return files
 
 
 def read_documents(input_files, tokenizer):
@@ -350,86 +303,19 @@ def write_instances(instances, vocab, max_seq_length, max_predictions_per_seq,
   return len(instances)
 
 
-def parse_example_to_numpy(serialized):
-  """Parses one serialized record into ``{name: np.ndarray}`` (for comparisons)."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  ex = tf.train.Example.FromString(serialized)
-  out = {}
-  for name, feat in ex.features.feature.items():
-    kind = feat.WhichOneof("kind")
-    out[name] = np.array(getattr(feat, kind).value)
-  return out
-
-
 def create_pretraining_data(input_file, output_file, vocab_file, do_lower_case=True,
                             do_whole_word_mask=False, max_seq_length=128,
                             max_predictions_per_seq=20, random_seed=12345,
-                            dupe_factor=10, masked_lm_prob=0.15,
-                            short_seq_prob=0.1, progress=None, impl="fast",
-                            timings=None):
-  """The whole faithful pipeline: read, tokenize, create, write.
-
-  Args mirror the original's flags; ``input_file`` and ``output_file`` are
-  comma-separated (globs for input).
-  impl: ``"fast"`` (default: memoized tokenizer, id-based instances,
-    direct record encoding; :mod:`bert_tf.data.fast_pretraining_data`) or
-    ``"reference"`` (this module's line-by-line port of the original). Both
-    write the same records, record for record and feature for feature.
-  progress: optional callable ``(done_documents, total_documents)``.
-  timings: optional dict; receives seconds spent in ``read_tokenize``,
-    ``create`` and ``write``.
-
-  Returns:
-    ``(num_documents, num_instances, output_files)``.
-
-  Raises:
-    InputError / tokenization.VocabError: bad files or flags, naming them.
-  """
-  import time  # pylint: disable=g-import-not-at-top
-  if impl not in ("fast", "reference"):
-    raise InputError("impl must be 'fast' or 'reference', got %r" % (impl,))
-  if max_predictions_per_seq < 1:
-    raise InputError("--max_predictions_per_seq must be >= 1")
-  if not 0.0 < masked_lm_prob < 1.0:
-    raise InputError("--masked_lm_prob must be in (0, 1)")
-  if dupe_factor < 1:
-    raise InputError("--dupe_factor must be >= 1")
+                            dupe_factor=10, masked_lm_prob=0.15, short_seq_prob=0.1):
+  """The original's ``main`` with this port: ``(num_documents, num_instances, outputs)``."""
   tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case)
-  tokenization.warn_if_case_mismatch(tokenizer.vocab, do_lower_case, vocab_file)
-  input_files = expand_input_files(input_file, directory_order=True)
+  input_files = documents.expand_input_files(input_file, directory_order=True)
   output_files = [p.strip() for p in output_file.split(",") if p.strip()]
-  if not output_files:
-    raise InputError("--output_file is empty")
-  for p in output_files:
-    d = os.path.dirname(os.path.abspath(p))
-    os.makedirs(d, exist_ok=True)
-  t = {}
-  t0 = time.perf_counter()
-  rng = random.Random(random_seed)
-  if impl == "reference":
-    documents = read_documents(input_files, tokenizer)
-    t1 = time.perf_counter()
-    num_documents = len(documents)
-    instances = create_training_instances(
-        documents, list(tokenizer.vocab.keys()), rng, max_seq_length, dupe_factor,
-        short_seq_prob, masked_lm_prob, max_predictions_per_seq,
-        do_whole_word_mask, progress)
-    t2 = time.perf_counter()
-    n = write_instances(instances, tokenizer.vocab, max_seq_length,
-                        max_predictions_per_seq, output_files)
-  else:
-    documents = fast_pretraining_data.read_documents(
-        input_files, fast_pretraining_data.MemoTokenizer(tokenizer))
-    t1 = time.perf_counter()
-    num_documents = len(documents)
-    records = fast_pretraining_data.create_records(
-        documents, tokenizer.vocab, rng, max_seq_length, dupe_factor,
-        short_seq_prob, masked_lm_prob, max_predictions_per_seq,
-        do_whole_word_mask, progress)
-    t2 = time.perf_counter()
-    n = fast_pretraining_data.write_records(records, output_files)
-  t3 = time.perf_counter()
-  t.update(read_tokenize=t1 - t0, create=t2 - t1, write=t3 - t2)
-  if timings is not None:
-    timings.update(t)
-  return num_documents, n, output_files
+  docs = read_documents(input_files, tokenizer)
+  instances = create_training_instances(
+      docs, list(tokenizer.vocab.keys()), random.Random(random_seed), max_seq_length,
+      dupe_factor, short_seq_prob, masked_lm_prob, max_predictions_per_seq,
+      do_whole_word_mask)
+  n = write_instances(instances, tokenizer.vocab, max_seq_length,
+                      max_predictions_per_seq, output_files)
+  return len(docs), n, output_files

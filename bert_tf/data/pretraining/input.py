@@ -1,4 +1,4 @@
-"""tf.data pipeline over the original pretraining TFRecord format.
+"""tf.data pipeline over the original pretraining TFRecord format (static records).
 
 Source: google-research/bert ``run_pretraining.input_fn_builder``: parallel
 interleave over shards, shuffle, repeat for training; int64 features cast to
@@ -11,31 +11,37 @@ parse mid-run (a truncated or corrupt shard), so the error names the file and
 record instead of tf.data's anonymous "corrupted record at N".
 """
 
+from typing import Optional
+
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.data import pretraining_data
 from bert_tf import errors
+from bert_tf.data.pretraining import documents
+from bert_tf.data.pretraining import records
 
-FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
-                 "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
+FEATURE_NAMES = records.FEATURE_NAMES
 
 
 RecordError = errors.RecordError  # re-exported; defined in bert_tf.errors
 
 
-def feature_spec(max_seq_length, max_predictions_per_seq):
-  """``tf.io.parse_example`` spec of one original pretraining record."""
-  s, p = max_seq_length, max_predictions_per_seq
-  return {
-      "input_ids": tf.io.FixedLenFeature([s], tf.int64),
-      "input_mask": tf.io.FixedLenFeature([s], tf.int64),
-      "segment_ids": tf.io.FixedLenFeature([s], tf.int64),
-      "masked_lm_positions": tf.io.FixedLenFeature([p], tf.int64),
-      "masked_lm_ids": tf.io.FixedLenFeature([p], tf.int64),
-      "masked_lm_weights": tf.io.FixedLenFeature([p], tf.float32),
-      "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
-  }
+_WIDTH = {"input_ids": "S", "input_mask": "S", "segment_ids": "S",
+          "masked_lm_positions": "P", "masked_lm_ids": "P", "masked_lm_weights": "P",
+          "next_sentence_labels": 1}
+
+
+def feature_spec(max_seq_length: int, max_predictions_per_seq: int) -> dict:
+  """``tf.io.parse_example`` spec of one original pretraining record.
+
+  Names and dtypes from :data:`bert_tf.data.pretraining.records.FEATURE_DTYPES`;
+  widths ``[S]`` (``input_*``, ``segment_ids``), ``[P]`` (``masked_lm_*``),
+  ``[1]`` (``next_sentence_labels``).
+  """
+  width = {"S": max_seq_length, "P": max_predictions_per_seq, 1: 1}
+  return {name: tf.io.FixedLenFeature([width[_WIDTH[name]]],
+                                      tf.as_dtype(records.FEATURE_DTYPES[name]))
+          for name in FEATURE_NAMES}
 
 
 def _shard(ds, input_context, num_files):
@@ -48,9 +54,11 @@ def _shard(ds, input_context, num_files):
   return ds, True
 
 
-def pretraining_dataset(input_file, batch_size, max_seq_length,
-                        max_predictions_per_seq, is_training=True, seed=None,
-                        input_context=None):
+def pretraining_dataset(input_file: str, batch_size: int, max_seq_length: int,
+                        max_predictions_per_seq: int, is_training: bool = True,
+                        seed: Optional[int] = None,
+                        input_context: Optional[tf.distribute.InputContext] = None
+                        ) -> tf.data.Dataset:
   """Batches of pretraining features from original-format TFRecords.
 
   Args:
@@ -71,11 +79,11 @@ def pretraining_dataset(input_file, batch_size, max_seq_length,
     and float32 ``masked_lm_weights`` [B, P]; int32 ``next_sentence_labels`` [B, 1].
 
   Raises:
-    pretraining_data.InputError: the globs match no file (names the glob).
+    errors.InputError: the globs match no file (names the glob).
     Iterating raises ``tf.errors.DataLossError`` / ``InvalidArgumentError``
     on a corrupt record: :func:`find_bad_record` names the file.
   """
-  files = pretraining_data.expand_input_files(input_file)
+  files = documents.expand_input_files(input_file)
   spec = feature_spec(max_seq_length, max_predictions_per_seq)
 
   def parse(serialized):

@@ -34,7 +34,8 @@ LAYERS = [
 TF_FREE = [
     "bert_tf.errors", "bert_tf.params", "bert_tf.config", "bert_tf.io_utils",
     "bert_tf.tokenization", "bert_tf.metrics",
-    "bert_tf.data.pretraining.documents", "bert_tf.data.pretraining.records",
+    "bert_tf.data.pretraining.tokens", "bert_tf.data.pretraining.documents",
+    "bert_tf.data.pretraining.records",
     "bert_tf.data.pretraining.faithful", "bert_tf.data.pretraining.sharded",
 ]
 TF_MODULES = ("tensorflow", "tensorflow_text", "keras", "tf_keras")

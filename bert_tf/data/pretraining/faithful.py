@@ -85,7 +85,7 @@ def _inlined_rng_matches_stdlib():
 
 
 @functools.cache
-def inlined_rng_ok():
+def inlined_rng_ok() -> bool:
   """True when the inlined draws equal this interpreter's ``random.Random``
   (checked on first use, once per process: the check takes ~0.1 s, kept off
   import); False means the stdlib methods are used."""

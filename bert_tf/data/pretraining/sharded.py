@@ -81,19 +81,20 @@ InputError = errors.InputError
 _BATCH = 2048  # instances vectorized together
 
 
-def shard_paths(output_file, num_shards):
+def shard_paths(output_file: str, num_shards: int) -> List[str]:
   """``<output_file>-%05d-of-%05d`` for each shard: list of str."""
   return ["%s-%05d-of-%05d" % (output_file, i, num_shards) for i in range(num_shards)]
 
 
-def shard_seeds(random_seed, shard):
+def shard_seeds(random_seed: int, shard: int):
   """``(python_seed, numpy SeedSequence)`` of one shard's random stream."""
   ss = np.random.SeedSequence(entropy=int(random_seed) % (1 << 63), spawn_key=(shard,))
   py_seed = int.from_bytes(ss.generate_state(4, dtype=np.uint32).tobytes(), "little")
   return py_seed, ss
 
 
-def random_subsets(rng, c, m, width, fill):
+def random_subsets(rng: np.random.Generator, c: np.ndarray, m: np.ndarray,
+                   width: int, fill: int) -> np.ndarray:
   """A uniformly random ``m[i]``-subset of ``range(c[i])`` for every row ``i``.
 
   Floyd's algorithm (Bentley & Floyd, CACM 1987), one step for all rows at
@@ -160,11 +161,18 @@ class ShardMaker:
     max_predictions_per_seq: as the original's flags.
     encoder: optional :class:`~bert_tf.data.pretraining.records.RecordEncoder`
       for this vocab and these lengths (shared between shards).
+
+  Example:
+
+    >>> maker = ShardMaker(vocab, random_seed=12345, shard=0)
+    >>> records = maker.window_records(documents)  # serialized, shuffled
   """
 
-  def __init__(self, vocab, random_seed, shard, max_seq_length=128, dupe_factor=10,
-               short_seq_prob=0.1, masked_lm_prob=0.15, max_predictions_per_seq=20,
-               encoder=None):
+  def __init__(self, vocab: dict, random_seed: int, shard: int,
+               max_seq_length: int = 128, dupe_factor: int = 10,
+               short_seq_prob: float = 0.1, masked_lm_prob: float = 0.15,
+               max_predictions_per_seq: int = 20,
+               encoder: Optional[records_lib.RecordEncoder] = None):
     py_seed, ss = shard_seeds(random_seed, shard)
     self.rng = random.Random(py_seed)
     self.np_rng = np.random.default_rng(ss)
@@ -325,7 +333,7 @@ class ShardMaker:
             for i, ni, lai, mi, li in zip(range(rows), n.tolist(), a_l.tolist(), m.tolist(),
                                           lab.tolist())]
 
-  def window_records(self, documents):
+  def window_records(self, documents: List[List[List[int]]]) -> List[bytes]:
     """The shuffled, serialized records of one window of documents: list of bytes."""
     win = _Window(documents)
     a_s, a_l, b_s, b_l, lab = self._pairs(win)

@@ -39,7 +39,7 @@ both.
 
 Input pipeline: with ``--records`` (original-format TFRecords at the same
 ``--seq_length`` / ``--max_predictions``), the examples/s that
-:func:`bert_tf.data.pretraining_input.pretraining_dataset` delivers at the
+:func:`bert_tf.data.pretraining.input.pretraining_dataset` delivers at the
 batch size, against the fastest training runner's sequences/s.
 
 Run by hand (not a test), e.g.::
@@ -240,7 +240,7 @@ def time_rotation(runners, steps, repeats, peak_steps, log):
 
 def pipeline_rate(records, batch, seq, preds, num_batches):
   """Examples/s of ``pretraining_dataset`` over ``num_batches`` batches."""
-  from bert_tf.data import pretraining_input  # pylint: disable=g-import-not-at-top
+  from bert_tf.data.pretraining import input as pretraining_input  # pylint: disable=g-import-not-at-top
   ds = pretraining_input.pretraining_dataset(records, batch, seq, preds,
                                              is_training=True, seed=1)
   it = iter(ds)

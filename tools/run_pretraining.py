@@ -30,7 +30,7 @@ from bert_tf.tools import _common
 from bert_tf import config as config_lib
 from bert_tf import jobs
 from bert_tf.tasks import pretraining
-from bert_tf.data import pretraining_data
+from bert_tf.data.pretraining import documents
 
 FLAGS = flags.FLAGS
 _common.define_flags(pretraining.PretrainingParams,
@@ -69,7 +69,7 @@ def main(argv):
     sys.exit("run_pretraining: error: at least one of --do_train or --do_eval must be set")
   try:
     config = config_lib.BertConfig.from_json_file(FLAGS.bert_config_file)
-    pretraining_data.expand_input_files(FLAGS.input_file)
+    documents.expand_input_files(FLAGS.input_file)
     strategy = _common.strategy_from_flags()
     params = _common.params_from_flags(pretraining.PretrainingParams,
                                        vocab_file=find_vocab_file())

@@ -25,7 +25,11 @@ _API = {
     "preset": "bert_tf.config",
     "FullTokenizer": "bert_tf.tokenization",
     "BertPreprocessor": "bert_tf.preprocessing",
+    "BertEmbeddings": "bert_tf.modeling.layers",
+    "TransformerBlock": "bert_tf.modeling.layers",
     "BertEncoder": "bert_tf.modeling.encoder",
+    "MaskedLMHead": "bert_tf.modeling.models",
+    "DenseHead": "bert_tf.modeling.models",
     "BertPretrainer": "bert_tf.modeling.models",
     "BertClassifier": "bert_tf.modeling.models",
     "build_pretrainer": "bert_tf.modeling.models",
@@ -34,6 +38,9 @@ _API = {
     "AdamWeightDecay": "bert_tf.optimization",
     "load_encoder_weights": "bert_tf.checkpoints",
     "BertTfError": "bert_tf.errors",
+    "Runner": "bert_tf.runner",
+    "RunnerParams": "bert_tf.runner",
+    "Task": "bert_tf.tasks.base",
 }
 
 __all__ = sorted(_API) + ["__version__"]

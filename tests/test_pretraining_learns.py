@@ -24,7 +24,7 @@ from bert_tf import config as config_lib
 from bert_tf import jobs
 from bert_tf.tasks import pretraining
 from bert_tf import tokenization
-from bert_tf.data import pretraining_data
+from bert_tf.data.pretraining import faithful
 
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 SEQ, PREDS = 64, 10
@@ -48,7 +48,7 @@ def test_small_bert_memorizes_sample_text(tmp_path):
   vocab_size = write_corpus_vocab(SAMPLE_TEXT, VOCAB, vocab)
   assert 200 < vocab_size < 1000
   records = str(tmp_path / "sample.tfrecord")
-  _, num_instances, _ = pretraining_data.create_pretraining_data(
+  _, num_instances, _ = faithful.create_pretraining_data(
       SAMPLE_TEXT, records, vocab, max_seq_length=SEQ,
       max_predictions_per_seq=PREDS, random_seed=12345, dupe_factor=2)
   assert num_instances >= 40

@@ -11,8 +11,9 @@ the TF-free pretraining-data workers stay light):
 Importing the package selects the TensorFlow backend of Keras 3.
 """
 
-import importlib
 import os
+
+from bert_tf import _lazy  # pylint: disable=g-bad-import-order
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -46,12 +47,7 @@ _API = {
 __all__ = sorted(_API) + ["__version__"]
 
 
-def __getattr__(name):
-  if name in _API:
-    value = getattr(importlib.import_module(_API[name]), name)
-    globals()[name] = value
-    return value
-  raise AttributeError("module 'bert_tf' has no attribute %r" % name)
+__getattr__ = _lazy.getattr_for(__name__, _API)
 
 
 def __dir__():

@@ -23,7 +23,7 @@ Example::
                                   task_name="sst-2", is_pair=False)
 """
 
-import importlib
+from bert_tf import _lazy
 
 _API = {
     "export_classifier": "bert_tf.export.saved_model",
@@ -37,9 +37,4 @@ _API = {
 __all__ = sorted(_API)
 
 
-def __getattr__(name):
-  if name in _API:
-    value = getattr(importlib.import_module(_API[name]), name)
-    globals()[name] = value
-    return value
-  raise AttributeError("module 'bert_tf.export' has no attribute %r" % name)
+__getattr__ = _lazy.getattr_for(__name__, _API)

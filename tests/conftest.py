@@ -2,6 +2,7 @@
 
 import importlib.util
 import os
+import socket
 import subprocess
 import sys
 
@@ -59,6 +60,17 @@ def run_tool(args, cwd=ROOT, check=True, env=None):
                          % (proc.returncode, " ".join(args), proc.stdout[-4000:],
                             proc.stderr[-4000:]))
   return proc
+
+
+def free_ports(n):
+  """``n`` free TCP ports on 127.0.0.1 (for multi-worker jobs)."""
+  socks = [socket.socket() for _ in range(n)]
+  for s in socks:
+    s.bind(("127.0.0.1", 0))
+  ports = [s.getsockname()[1] for s in socks]
+  for s in socks:
+    s.close()
+  return ports
 
 
 def read_records(path):

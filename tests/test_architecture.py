@@ -18,7 +18,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Bottom to top. A module belongs to the first layer with a matching prefix.
 LAYERS = [
-    ("base", ["bert_tf.errors", "bert_tf.params", "bert_tf.config",
+    ("base", ["bert_tf._lazy", "bert_tf.errors", "bert_tf.params", "bert_tf.config",
               "bert_tf.io_utils", "bert_tf.tokenization", "bert_tf.metrics"]),
     ("modeling", ["bert_tf.modeling", "bert_tf.checkpoints", "bert_tf.optimization",
                   "bert_tf.preprocessing", "bert_tf.convert"]),

@@ -12,24 +12,13 @@ different weights.)
 
 import json
 import os
-import socket
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from conftest import ROOT, SAMPLE_TEXT, VOCAB, run_tool
-
-
-def free_ports(n):
-  socks = [socket.socket() for _ in range(n)]
-  for s in socks:
-    s.bind(("127.0.0.1", 0))
-  ports = [s.getsockname()[1] for s in socks]
-  for s in socks:
-    s.close()
-  return ports
+from conftest import ROOT, SAMPLE_TEXT, VOCAB, free_ports, run_tool
 
 
 def run_workers(records, out, npz_prefix, stop_at_step=0):

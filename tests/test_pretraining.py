@@ -29,7 +29,7 @@ from bert_tf.tasks import pretraining
 from bert_tf import errors
 from bert_tf.data.pretraining import faithful
 from bert_tf.data.pretraining import input as pretraining_input
-from conftest import ROOT, SAMPLE_TEXT, TINY_CONFIG, VOCAB, read_records, run_tool
+from conftest import ROOT, SAMPLE_TEXT, TINY_CONFIG, VOCAB, free_ports, read_records, run_tool
 
 SEQ, PREDS = 64, 10
 
@@ -215,16 +215,6 @@ def test_mirrored_and_accumulated_steps_equal_one_device_step(records):
   # Negative control: clipping per replica before the all-reduce (Keras'
   # own apply_gradients under Mirrored) takes a different step.
   assert r["keras_per_replica_clip_vs_one"] > 1e-4, r
-
-
-def free_ports(n):
-  socks = [socket.socket() for _ in range(n)]
-  for s in socks:
-    s.bind(("127.0.0.1", 0))
-  ports = [s.getsockname()[1] for s in socks]
-  for s in socks:
-    s.close()
-  return ports
 
 
 @pytest.mark.slow

@@ -1,0 +1,77 @@
+"""training.enable_determinism: results independent of the CPUs a process gets.
+
+A resumed run must compute bit for bit what the uninterrupted run computed,
+also when it starts with another CPU allotment (``taskset``, a container's
+cpuset). TensorFlow sizes its intra-op pool from the process's CPU affinity,
+and CPU reductions (here a oneDNN/Eigen MatMul with a long inner dimension)
+are blocked by that pool size; ``enable_determinism`` fixes the pool size.
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+# Sets the CPU affinity BEFORE TensorFlow starts, then prints a digest of a
+# MatMul whose inner dimension (2048) is split by the thread pool.
+_PROBE = """
+import hashlib, os, sys
+cpus, pin = sys.argv[1], sys.argv[2]
+if cpus != "all":
+  os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
+import numpy as np
+import tensorflow as tf
+from bert_tf import training
+if pin != "none":
+  training.enable_determinism(7, int(pin))
+x = tf.constant(np.random.RandomState(0).standard_normal([512, 2048]).astype(np.float32))
+y = tf.constant(np.random.RandomState(1).standard_normal([2048, 64]).astype(np.float32))
+print("digest", hashlib.sha256(tf.matmul(x, y).numpy().tobytes()).hexdigest())
+"""
+
+
+def _digest(cpus, pin):
+  out = subprocess.run([sys.executable, "-c", _PROBE, cpus, pin], cwd=ROOT,
+                       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+                       capture_output=True, text=True, timeout=300, check=True)
+  return [l for l in out.stdout.splitlines() if l.startswith("digest")][-1]
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="Linux only")
+def test_fixed_intra_op_pool_makes_results_independent_of_cpu_affinity():
+  cpus = sorted(os.sched_getaffinity(0))
+  one = str(cpus[0])
+  pinned_all = _digest("all", "2")
+  assert _digest(one, "2") == pinned_all  # 1 CPU allowed, same 2-thread blocking
+  if len(cpus) >= 2:
+    # The probe is sensitive: without the fixed pool, a 1-CPU process gets a
+    # 1-thread pool and other bits (the resume failure this guards against).
+    assert _digest(one, "none") != pinned_all
+
+
+def test_enable_determinism_refuses_a_late_different_pool_size():
+  probe = """
+import tensorflow as tf
+from bert_tf import training
+n = training.enable_determinism(3, 2)
+assert n == 2 and tf.config.threading.get_intra_op_parallelism_threads() == 2
+tf.constant(1.0) + 1.0  # the runtime starts
+assert training.enable_determinism(3, 2) == 2  # same size: fine
+try:
+  training.enable_determinism(3, 3)
+except RuntimeError as e:
+  print("refused:", e)
+try:
+  training.enable_determinism(3, 0)
+except ValueError as e:
+  print("bad:", e)
+"""
+  out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT,
+                       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+                       capture_output=True, text=True, timeout=300)
+  assert out.returncode == 0, out.stderr[-2000:]
+  assert "refused: enable_determinism(intra_op_threads=3)" in out.stdout
+  assert "bad: intra_op_threads must be >= 1" in out.stdout

@@ -82,12 +82,11 @@ def enable_determinism(seed: int, intra_op_threads: Optional[int] = None) -> int
     RuntimeError: TensorFlow's runtime already started with another pool
       size (the pool cannot be resized then).
   """
-  if intra_op_threads is None:
-    try:
-      intra_op_threads = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-      intra_op_threads = os.cpu_count() or 1
-  intra_op_threads = int(intra_op_threads)
+  try:
+    available = len(os.sched_getaffinity(0))
+  except AttributeError:  # not Linux
+    available = os.cpu_count() or 1
+  intra_op_threads = int(available if intra_op_threads is None else intra_op_threads)
   if intra_op_threads < 1:
     raise ValueError("intra_op_threads must be >= 1, got %d" % intra_op_threads)
   try:
@@ -95,7 +94,7 @@ def enable_determinism(seed: int, intra_op_threads: Optional[int] = None) -> int
   except RuntimeError:
     # Already started: fine only if it started with this very pool size.
     started = tf.config.threading.get_intra_op_parallelism_threads()
-    if started != intra_op_threads:
+    if (started or available) != intra_op_threads:  # 0: TensorFlow's default
       raise RuntimeError(
           "enable_determinism(intra_op_threads=%d) was called after "
           "TensorFlow's runtime started with %s intra-op threads; call it "

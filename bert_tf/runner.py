@@ -49,6 +49,7 @@ DTYPES = ("float32", "mixed_bfloat16", "mixed_float16")
 BEST_DIR = "best"
 BEST_STATE = "best.json"
 DATA_DIR_PREFIX = "data-worker-"
+DETERMINISM_FILE = "determinism.json"
 
 
 @dataclasses.dataclass
@@ -125,6 +126,34 @@ def format_metrics(metrics: dict) -> str:
 def format_results(results: dict) -> str:
   """``key = value`` lines, sorted: the original's ``eval_results.txt``."""
   return "".join("%s = %s\n" % (k, results[k]) for k in sorted(results))
+
+
+def enable_determinism_for_run(output_dir: str, seed: int) -> int:
+  """:func:`bert_tf.training.enable_determinism` with the run's recorded pool size.
+
+  The first run of a job records its intra-op thread count in
+  ``output_dir/determinism.json``; a resumed run (on this or another
+  machine, under any CPU allotment) uses the recorded count, so its CPU
+  reductions are blocked as the first run's were. Call it before TensorFlow's
+  runtime starts (the tools do, before creating the strategy); a later call
+  is accepted when the pool size already in force is the recorded one.
+
+  Returns:
+    the intra-op pool size in force.
+
+  Raises:
+    RuntimeError: TensorFlow already started with another pool size.
+  """
+  path = os.path.join(output_dir, DETERMINISM_FILE)
+  recorded = None
+  if os.path.exists(path):
+    with open(path, encoding="utf-8") as f:
+      recorded = int(json.load(f)["intra_op_threads"])
+  threads = training.enable_determinism(seed, recorded)
+  if recorded is None:
+    os.makedirs(output_dir, exist_ok=True)
+    io_utils.atomic_write_text(path, json.dumps({"intra_op_threads": threads}) + "\n")
+  return threads
 
 
 def worker_info(strategy) -> tuple:
@@ -272,8 +301,9 @@ class Runner:
     p = self.params
     task.check_inputs()
     if p.deterministic:
-      tf.config.experimental.enable_op_determinism()
-    keras.utils.set_random_seed(p.seed)
+      enable_determinism_for_run(p.output_dir, p.seed)
+    else:
+      keras.utils.set_random_seed(p.seed)
     set_dtype_policy(p.dtype)
     spec = task.optimizer_spec()
     num_workers, worker_index, is_chief = worker_info(strategy)

@@ -29,6 +29,7 @@ from absl import flags
 from bert_tf.tools import _common
 from bert_tf import config as config_lib
 from bert_tf import jobs
+from bert_tf import runner
 from bert_tf.tasks import pretraining
 from bert_tf.data.pretraining import documents
 
@@ -70,6 +71,8 @@ def main(argv):
   try:
     config = config_lib.BertConfig.from_json_file(FLAGS.bert_config_file)
     documents.expand_input_files(FLAGS.input_file)
+    if FLAGS.deterministic:  # before the strategy starts TensorFlow's runtime
+      runner.enable_determinism_for_run(FLAGS.output_dir, FLAGS.seed)
     strategy = _common.strategy_from_flags()
     params = _common.params_from_flags(pretraining.PretrainingParams,
                                        vocab_file=find_vocab_file())

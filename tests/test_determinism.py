@@ -5,6 +5,12 @@ also when it starts with another CPU allotment (``taskset``, a container's
 cpuset). TensorFlow sizes its intra-op pool from the process's CPU affinity,
 and CPU reductions (here a oneDNN/Eigen MatMul with a long inner dimension)
 are blocked by that pool size; ``enable_determinism`` fixes the pool size.
+
+The probe runs with ``TF_ENABLE_ONEDNN_OPTS=0`` (Eigen's MatMul, whose
+contraction is blocked by the pool size on every CPU): oneDNN's MatMul gave
+the same bits for 1 and 2 threads on one machine (Xeon with AMX, 2026-11-24)
+and different bits on another, which made the negative control below
+machine-dependent.
 """
 
 import os
@@ -35,7 +41,8 @@ print("digest", hashlib.sha256(tf.matmul(x, y).numpy().tobytes()).hexdigest())
 
 def _digest(cpus, pin):
   out = subprocess.run([sys.executable, "-c", _PROBE, cpus, pin], cwd=ROOT,
-                       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+                       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3",
+                                TF_ENABLE_ONEDNN_OPTS="0"),
                        capture_output=True, text=True, timeout=300, check=True)
   return [l for l in out.stdout.splitlines() if l.startswith("digest")][-1]
 

@@ -71,6 +71,29 @@ def pretrainer_variables(pretrainer):
   return out
 
 
+SQUAD_HEAD = ("cls/squad/output_weights", "cls/squad/output_bias")
+# Original run_squad.py head -> Hugging Face BertForQuestionAnswering (same layout).
+HF_SQUAD_HEAD_NAMES = {"cls/squad/output_weights": "qa_outputs.weight",
+                       "cls/squad/output_bias": "qa_outputs.bias"}
+
+
+def squad_head_variables(model):
+  """``[(original TF1 name, variable)]`` of a question answerer's span head.
+
+  Source: google-research/bert ``run_squad.create_model``
+  (``cls/squad/output_weights`` [2, H], ``cls/squad/output_bias`` [2]).
+  """
+  head = model.span_head
+  return [(SQUAD_HEAD[0], head.output_weights), (SQUAD_HEAD[1], head.output_bias)]
+
+
+def question_answerer_variables(model):
+  """Encoder variables plus the ``cls/squad`` head of a
+  :class:`~bert_tf.modeling.models.BertQuestionAnswerer`: every weight of
+  the original ``run_squad.py`` graph, by its name."""
+  return encoder_variables(model.encoder) + squad_head_variables(model)
+
+
 def tf1_to_hf_name(name):
   """Original TF1 name -> ``(Hugging Face name, transpose_kernel)``."""
   n = name
@@ -121,10 +144,55 @@ def hf_config_to_bert_config(hf_config, source="<config.json>"):
   return config_lib.BertConfig.from_dict(d, source)
 
 
+HF_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+
+
 def is_hf_dir(path):
-  """True for a directory holding ``config.json`` and ``model.safetensors``."""
+  """True for a directory holding ``config.json`` and ``model.safetensors``
+  (or a PyTorch ``pytorch_model.bin``)."""
   return (os.path.isdir(path) and os.path.exists(os.path.join(path, "config.json"))
-          and os.path.exists(os.path.join(path, "model.safetensors")))
+          and any(os.path.exists(os.path.join(path, f)) for f in HF_WEIGHT_FILES))
+
+
+def read_hf_tensors(model_dir):
+  """All tensors of a Hugging Face directory's weight file, as numpy arrays.
+
+  ``model.safetensors`` is preferred; ``pytorch_model.bin`` (older
+  ``save_pretrained`` output) needs PyTorch and is read with
+  ``torch.load(weights_only=True)``.
+
+  Args:
+    model_dir: a Hugging Face model directory.
+
+  Returns:
+    ``({name: np.ndarray}, path of the file read)``.
+
+  Raises:
+    CheckpointError: no weight file, an unreadable one, or a
+      ``pytorch_model.bin`` without PyTorch installed.
+  """
+  st = os.path.join(model_dir, "model.safetensors")
+  if os.path.exists(st):
+    from safetensors.numpy import load_file  # pylint: disable=g-import-not-at-top
+    try:
+      return load_file(st), st
+    except Exception as e:  # safetensors raises several types
+      raise CheckpointError("cannot read %r: %s" % (st, e)) from e
+  pt = os.path.join(model_dir, "pytorch_model.bin")
+  if not os.path.exists(pt):
+    raise CheckpointError("%r has neither model.safetensors nor pytorch_model.bin"
+                          % model_dir)
+  try:
+    import torch  # pylint: disable=g-import-not-at-top
+  except ImportError as e:
+    raise CheckpointError("%s: reading pytorch_model.bin needs PyTorch; save the "
+                          "model with safetensors instead" % pt) from e
+  try:
+    state = torch.load(pt, map_location="cpu", weights_only=True)
+  except Exception as e:  # torch raises several types
+    raise CheckpointError("cannot read %r: %s" % (pt, e)) from e
+  return {k: v.detach().float().numpy() if v.is_floating_point() else v.numpy()
+          for k, v in state.items()}, pt
 
 
 def read_hf_config(model_dir):
@@ -138,27 +206,36 @@ def read_hf_config(model_dir):
   return hf_config_to_bert_config(d, path)
 
 
-def load_hf_weights(encoder, model_dir):
-  """Loads ``model_dir/model.safetensors`` (HF ``BertModel``) into ``encoder``.
+def load_hf_weights(encoder, model_dir, optional=()):
+  """Loads a Hugging Face ``BertModel``'s weights into ``encoder``.
 
-  Accepts keys with or without the ``bert.`` prefix (``BertForPreTraining``
-  and friends); ignores heads and buffers the encoder lacks.
+  Reads ``model_dir/model.safetensors`` (or ``pytorch_model.bin``, see
+  :func:`read_hf_tensors`). Accepts keys with or without the ``bert.``
+  prefix (``BertForPreTraining`` and friends); ignores heads and buffers the
+  encoder lacks.
+
+  Args:
+    encoder: a built :class:`BertEncoder`.
+    model_dir: a Hugging Face BERT directory.
+    optional: original TF1 name prefixes that may be absent (they keep
+      their values), e.g. ``("bert/pooler/",)`` for
+      ``BertForQuestionAnswering``, saved without a pooler.
+
+  Returns:
+    the path of the weight file read.
 
   Raises:
     CheckpointError: file missing/unreadable, a weight missing, or a shape
       mismatch (first mismatched variable and both shapes).
   """
-  from safetensors.numpy import load_file  # pylint: disable=g-import-not-at-top
-  path = os.path.join(model_dir, "model.safetensors")
-  try:
-    tensors = load_file(path)
-  except Exception as e:  # safetensors raises several types
-    raise CheckpointError("cannot read %r: %s" % (path, e)) from e
+  tensors, path = read_hf_tensors(model_dir)
   pairs = []
   for name, var in encoder_variables(encoder):
     hf_name, transpose = tf1_to_hf_name(name)
     value = tensors.get(hf_name, tensors.get("bert." + hf_name))
     if value is None:
+      if any(name.startswith(p) for p in optional):
+        continue
       raise CheckpointError("%s has no weight %s (for %s)" % (path, hf_name, name))
     pairs.append((name, var, value.T if transpose else value))
   _assign_all(pairs, path)
@@ -201,12 +278,7 @@ def load_hf_pretraining_heads(named_variables, model_dir):
     CheckpointError: unreadable file, only some head weights present, or a
       shape mismatch.
   """
-  from safetensors.numpy import load_file  # pylint: disable=g-import-not-at-top
-  path = os.path.join(model_dir, "model.safetensors")
-  try:
-    tensors = load_file(path)
-  except Exception as e:  # safetensors raises several types
-    raise CheckpointError("cannot read %r: %s" % (path, e)) from e
+  tensors, path = read_hf_tensors(model_dir)
   wanted = [(n, v) for n, v in named_variables if n in HF_HEAD_NAMES]
   found = [(n, v, tensors[HF_HEAD_NAMES[n][0]]) for n, v in wanted
            if HF_HEAD_NAMES[n][0] in tensors]
@@ -313,6 +385,107 @@ def load_encoder_weights(encoder, init_checkpoint, source="--init_checkpoint"):
     return "original TF1 checkpoint " + init_checkpoint
   return "checkpoint " + restore_object_checkpoint(init_checkpoint, source,
                                                    encoder=encoder)
+
+
+def _load_head(named, tensors, source):
+  """Assigns a head found in ``tensors`` ({TF1 name: array}); returns the
+  names loaded ([] when none is there).
+
+  Raises:
+    CheckpointError: only some of the head's weights present, or a shape
+      mismatch.
+  """
+  found = [(n, v, tensors[n]) for n, v in named if n in tensors]
+  if not found:
+    return []
+  if len(found) != len(named):
+    missing = sorted(n for n, _ in named if n not in tensors)
+    raise CheckpointError("%s has only part of the SQuAD head; missing %s"
+                          % (source, ", ".join(missing)))
+  _assign_all(found, source)
+  return [n for n, _, _ in found]
+
+
+def load_hf_squad_head(model, model_dir):
+  """Loads a Hugging Face ``BertForQuestionAnswering`` head (``qa_outputs``).
+
+  ``qa_outputs.weight`` [2, H] and ``qa_outputs.bias`` [2] have the
+  original ``cls/squad`` layout (row 0: start, row 1: end; no transpose).
+
+  Returns:
+    the TF1 names loaded, or ``[]`` when the directory has no head.
+
+  Raises:
+    CheckpointError: unreadable file, half a head, or a shape mismatch.
+  """
+  tensors, path = read_hf_tensors(model_dir)
+  renamed = {n: tensors[h] for n, h in HF_SQUAD_HEAD_NAMES.items() if h in tensors}
+  return _load_head(squad_head_variables(model), renamed, path)
+
+
+def load_tf1_squad_head(model, ckpt_path):
+  """Loads ``cls/squad/output_weights`` and ``output_bias`` from an original
+  fine-tuned ``run_squad.py`` checkpoint, when it has them.
+
+  Returns:
+    the names loaded, or ``[]`` (e.g. a pretrained ``bert_model.ckpt``).
+
+  Raises:
+    CheckpointError: unreadable checkpoint, half a head, or a shape mismatch.
+  """
+  shapes = tf1_variable_names(ckpt_path)
+  if not any(n in shapes for n in SQUAD_HEAD):
+    return []
+  reader = tf.train.load_checkpoint(ckpt_path)
+  tensors = {n: reader.get_tensor(n) for n in SQUAD_HEAD if n in shapes}
+  return _load_head(squad_head_variables(model), tensors,
+                    "checkpoint %r" % ckpt_path)
+
+
+def load_question_answerer_weights(model, init_checkpoint,
+                                   source="--init_checkpoint"):
+  """Initializes a question answerer from any supported starting point.
+
+  * a Hugging Face directory: the encoder (a ``BertForQuestionAnswering``
+    has no pooler: it keeps its initialization, unused) and the
+    ``qa_outputs`` head when present;
+  * an original TF1 checkpoint: the encoder, and the ``cls/squad`` head of a
+    fine-tuned ``run_squad.py`` checkpoint when present;
+  * one of ours: the whole model when the checkpoint is a question
+    answerer's, else its encoder (a pretraining or classifier run).
+
+  Args:
+    model: a built :class:`~bert_tf.modeling.models.BertQuestionAnswerer`.
+    init_checkpoint: a path as above.
+    source: what names the path in errors (the flag).
+
+  Returns:
+    a string saying what was loaded.
+
+  Raises:
+    CheckpointError: naming ``source`` and the file.
+  """
+  if is_hf_dir(init_checkpoint):
+    path = load_hf_weights(model.encoder, init_checkpoint,
+                           optional=("bert/pooler/",))
+    head = load_hf_squad_head(model, init_checkpoint)
+    return "Hugging Face weights %s%s" % (path, " (with the SQuAD head)" if head else "")
+  if not (os.path.exists(init_checkpoint) or
+          tf.io.gfile.glob(init_checkpoint + ".index")):
+    raise CheckpointError("%s: %r does not exist" % (source, init_checkpoint),
+                          argument=source.lstrip("-") if source.startswith("--") else None)
+  if is_tf1_checkpoint(init_checkpoint):
+    load_tf1_checkpoint(encoder_variables(model.encoder), init_checkpoint)
+    head = load_tf1_squad_head(model, init_checkpoint)
+    return "original TF1 checkpoint %s%s" % (
+        init_checkpoint, " (with the SQuAD head)" if head else "")
+  try:
+    return "checkpoint %s (with the SQuAD head)" % restore_object_checkpoint(
+        init_checkpoint, source, model=model)
+  except CheckpointError:
+    pass  # not a question answerer's: its encoder
+  return "checkpoint " + restore_object_checkpoint(init_checkpoint, source,
+                                                   encoder=model.encoder)
 
 
 def save_tf1_checkpoint(named_variables, ckpt_prefix):

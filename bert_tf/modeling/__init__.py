@@ -12,8 +12,10 @@ from bert_tf.modeling.layers import Dropout
 from bert_tf.modeling.layers import TransformerBlock
 from bert_tf.modeling.models import BertClassifier
 from bert_tf.modeling.models import BertPretrainer
+from bert_tf.modeling.models import BertQuestionAnswerer
 from bert_tf.modeling.models import DenseHead
 from bert_tf.modeling.models import MaskedLMHead
 
-__all__ = ["BertEncoder", "BertClassifier", "BertPretrainer", "BertEmbeddings",
+__all__ = ["BertEncoder", "BertClassifier", "BertPretrainer", "BertQuestionAnswerer",
+           "BertEmbeddings",
            "TransformerBlock", "Dropout", "MaskedLMHead", "DenseHead"]

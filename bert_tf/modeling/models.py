@@ -1,7 +1,8 @@
-"""Heads and task models: masked LM, next sentence, classification.
+"""Heads and task models: masked LM, next sentence, classification, SQuAD spans.
 
 Source: google-research/bert ``run_pretraining.py`` (``get_masked_lm_output``,
-``get_next_sentence_output``) and ``run_classifier.py`` (``create_model``).
+``get_next_sentence_output``), ``run_classifier.py`` (``create_model``) and
+``run_squad.py`` (``create_model``).
 """
 
 from typing import Optional
@@ -9,6 +10,7 @@ from typing import Optional
 import keras
 import tensorflow as tf
 
+from bert_tf import checkpoints
 from bert_tf import config as config_lib
 from bert_tf import errors
 from bert_tf.modeling import encoder as encoder_lib
@@ -334,6 +336,135 @@ class BertClassifier(keras.Model):
     return self.classifier(self.dropout(pooled, training=training))
 
 
+@bert_layers.serializable
+class BertQuestionAnswerer(keras.Model):
+  """Encoder + the original SQuAD span head (paper section 4.2, ``run_squad.create_model``).
+
+  ``logits = sequence_output @ output_weights^T + output_bias`` at every
+  position, split into a start and an end score. Sub-layers ``bert``
+  (:class:`BertEncoder`) and ``squad`` (:class:`DenseHead`, N=2: original
+  names ``cls/squad/output_weights`` [2, H], TruncatedNormal(initializer_range)
+  initialized, and ``cls/squad/output_bias`` [2], zeros; row 0 scores
+  starts, row 1 ends). No dropout beyond the encoder's, as the original.
+  Saves to ``.keras``; loads the original's fine-tuned SQuAD checkpoints and
+  Hugging Face ``BertForQuestionAnswering`` directories with
+  :meth:`from_preset`.
+
+  Args:
+    config: a :class:`bert_tf.config.BertConfig` or its dict.
+
+  Call args:
+    inputs: dict with int32 (or int64) ``input_ids``, ``input_mask``,
+      ``segment_ids``, each [B, S].
+    training: enables dropout.
+
+  Returns:
+    dict with ``start_logits`` and ``end_logits``, float32 [B, S] (float32
+    under a mixed dtype policy too).
+
+  Raises:
+    ConfigError: ``config`` is neither a ``BertConfig`` nor a valid dict.
+
+  Example:
+    >>> model = BertQuestionAnswerer(config_lib.preset("tiny"))
+    >>> out = model(model.encoder.dummy_inputs(batch=2, seq_len=16))
+    >>> out["start_logits"].shape, out["end_logits"].dtype
+    (TensorShape([2, 16]), tf.float32)
+    >>> model = BertQuestionAnswerer.from_preset("hf_squad_dir/")  # doctest: +SKIP
+    >>> model.save("/tmp/squad.keras")  # doctest: +SKIP
+  """
+
+  def __init__(self, config: "config_lib.BertConfig | dict", **kwargs):
+    super().__init__(**kwargs)
+    config = config_lib.as_bert_config(config)
+    self.config = config
+    self.encoder = encoder_lib.BertEncoder(config, name="bert")
+    self.span_head = DenseHead(config, 2, name="squad")
+    self.built = True  # every weight exists: .keras loading needs no build
+
+  def get_config(self) -> dict:
+    """Keras config: ``name``, ``trainable``, ``dtype``, ``config``."""
+    return dict(_model_base_config(self), config=self.config.to_dict())
+
+  @classmethod
+  def from_config(cls, config: dict) -> "BertQuestionAnswerer":
+    """Inverse of :meth:`get_config`."""
+    return cls(**config)
+
+  @classmethod
+  def from_preset(cls, preset: str,
+                  config: "config_lib.BertConfig | None" = None,
+                  **kwargs) -> "BertQuestionAnswerer":
+    """A question answerer with pretrained weights (see :meth:`BertEncoder.from_preset`).
+
+    The span head is loaded too when the preset has one: a Hugging Face
+    ``BertForQuestionAnswering`` directory (``qa_outputs.weight`` [2, H],
+    ``qa_outputs.bias``; its missing pooler keeps its initialization, it is
+    not used), an original fine-tuned ``run_squad.py`` checkpoint
+    (``cls/squad/output_weights``, ``cls/squad/output_bias``), our
+    ``run_squad`` runs and ``.keras`` question answerers. From any other
+    checkpoint only the encoder is loaded and the head keeps its
+    initialization.
+
+    Args:
+      preset: a path, see :meth:`BertEncoder.from_preset`.
+      config: the BertConfig when no ``bert_config.json`` sits beside
+        ``preset``.
+      **kwargs: model keyword arguments (``name``, ``dtype``).
+
+    Returns:
+      a :class:`BertQuestionAnswerer`.
+
+    Raises:
+      CheckpointError: nothing loadable at ``preset``, weights that do not
+        fit the config, or only one of the two head weights present.
+      ConfigError: no config found, or an invalid one.
+    """
+    kind, path, _ = presets.resolve(preset)
+    if kind == "hf":
+      cfg = (config_lib.as_bert_config(config) if config is not None
+             else checkpoints.read_hf_config(path))
+      model = cls(cfg, **kwargs)
+      checkpoints.load_question_answerer_weights(model, path)
+      return model
+    model = presets.load(preset, "question_answerer",
+                         lambda c: cls(c, **kwargs), config)
+    if kind == "ckpt" and checkpoints.is_tf1_checkpoint(path):
+      checkpoints.load_tf1_squad_head(model, path)
+    return model
+
+  def call(self, inputs, training=False):
+    seq = self.encoder(inputs, training=training)["sequence_output"]  # [B, S, H]
+    batch, length = tf.shape(seq)[0], tf.shape(seq)[1]
+    logits = self.span_head(tf.reshape(seq, [-1, self.config.hidden_size]))
+    logits = tf.reshape(logits, [batch, length, 2])  # float32
+    return {"start_logits": logits[:, :, 0], "end_logits": logits[:, :, 1]}
+
+
+def span_loss(start_logits, end_logits, start_positions, end_positions):
+  """Per-example SQuAD loss of the original ``run_squad.model_fn``.
+
+  ``(CE(start) + CE(end)) / 2`` where CE is the softmax cross-entropy over
+  the sequence positions (the original's one-hot ``log_softmax`` sum, here
+  the fused sparse kernel: same value). Its mean over the batch is the
+  original's ``total_loss``.
+
+  Args:
+    start_logits, end_logits: float32 [B, S].
+    start_positions, end_positions: int [B] (or [B, 1]) token positions in
+      [0, S); 0 ([CLS]) for an unanswerable question or a span without the
+      answer.
+
+  Returns:
+    float32 [B].
+  """
+  def ce(logits, positions):
+    labels = tf.reshape(tf.cast(positions, tf.int32), [-1])
+    return tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=labels, logits=tf.cast(logits, tf.float32))
+  return (ce(start_logits, start_positions) + ce(end_logits, end_positions)) / 2.0
+
+
 def _model_base_config(model):
   """The base keys of a subclassed model's config (``name``, ``trainable``,
   ``dtype``), without Keras' inferred constructor arguments."""
@@ -403,5 +534,19 @@ def build_classifier(config, num_labels: int) -> "BertClassifier":
     the built model.
   """
   model = BertClassifier(config, num_labels)
+  model(model.encoder.dummy_inputs())
+  return model
+
+
+def build_question_answerer(config) -> "BertQuestionAnswerer":
+  """A :class:`BertQuestionAnswerer` with its weights created (one dummy call).
+
+  Args:
+    config: :class:`bert_tf.config.BertConfig`.
+
+  Returns:
+    the built model (``cls/squad`` head: [2, H] weights, [2] bias).
+  """
+  model = BertQuestionAnswerer(config)
   model(model.encoder.dummy_inputs())
   return model

@@ -9,12 +9,16 @@ Public API (imported lazily):
 * :func:`export_classifier` - a fine-tuned classifier with its
   ``BertPreprocessor`` inside: raw strings in, probabilities/labels out.
 * :func:`export_preprocessor`, :func:`export_encoder` - the TF Hub split.
+* :func:`export_squad` - a SQuAD question answerer: raw question + context
+  strings in, the answer span out (doc-stride windows and the original's
+  best-span choice inside the graph).
 * :func:`load_fine_tuned` - rebuild a ``run_classifier.py`` output dir.
 * :func:`read_metadata` - an export's ``assets.extra/bert_tf_export.json``.
 
 Modules: ``saved_model`` (serving modules, SavedModel writing), ``warmup``
 (``tf_serving_warmup_requests``), ``serving_ops`` (non-core ops and the
-minimum TF Serving version), ``fine_tuned`` (rebuild a run directory).
+minimum TF Serving version), ``fine_tuned`` (rebuild a run directory),
+``squad`` (the SQuAD serving module).
 
 Example::
 
@@ -30,6 +34,7 @@ _API = {
     "export_preprocessor": "bert_tf.export.saved_model",
     "export_encoder": "bert_tf.export.saved_model",
     "read_metadata": "bert_tf.export.saved_model",
+    "export_squad": "bert_tf.export.squad",
     "load_fine_tuned": "bert_tf.export.fine_tuned",
     "FineTuned": "bert_tf.export.fine_tuned",
 }

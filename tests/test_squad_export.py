@@ -1,0 +1,454 @@
+"""The SQuAD SavedModel (``bert_tf.export.squad``) against the ORIGINAL run_squad.py.
+
+* windows: every feature of the in-graph doc-stride windowing (input_ids,
+  input_mask, segment_ids, token_is_max_context) equals the original
+  ``convert_examples_to_features`` on real SQuAD-format contexts
+  (``../shared/data/squad_v1/dev.json``), with short windows so that a context
+  has many;
+* best span: given the same logits, the in-graph choice equals the original
+  ``write_predictions`` (n-best, max context, max_answer_length; v1 and v2,
+  with real-valued and heavily tied logits), text, score and null score
+  difference;
+* offsets: non-ASCII and accented contexts, ``answer ==
+  context[start_char:end_char]`` and every word piece maps to its surface
+  form;
+* hostile inputs through the exported signature;
+* a fresh process with only TensorFlow + tensorflow-text, and the C loader.
+
+The original runs in its own process (``tests/original_squad.py``).
+"""
+
+import json
+import os
+
+import hypothesis
+from hypothesis import strategies as st
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_text
+
+from bert_tf import config as config_lib
+from bert_tf import preprocessing
+from bert_tf import tokenization
+from bert_tf.export import saved_model
+from bert_tf.export import serving_ops
+from bert_tf.export import squad
+from bert_tf.modeling.models import BertQuestionAnswerer
+from conftest import ROOT, TINY_CONFIG, VOCAB, run_tool, shared_file
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ORIGINAL = os.path.join(HERE, "original_squad.py")
+# (max_seq_length, doc_stride, max_query_length): many windows per context;
+# the second has windows shorter than the stride for long questions
+# (step = min(window length, doc_stride)).
+CONFIGS = [(64, 16, 16), (48, 32, 32)]
+MAX_ANSWER = 30
+CLS = 101  # uncased_vocab.txt
+
+
+def _examples(n_paragraphs=30, per_paragraph=2):
+  """A slice of dev.json: (path of the slice, [(qas_id, question, context)])."""
+  with open(shared_file("squad_v1", "dev.json"), encoding="utf-8") as f:
+    data = json.load(f)
+  paragraphs, rows = [], []
+  for article in data["data"]:
+    for p in article["paragraphs"]:
+      if len(paragraphs) >= n_paragraphs:
+        break
+      qas = p["qas"][:per_paragraph]
+      paragraphs.append(dict(p, qas=qas))
+      rows += [(qa["id"], qa["question"], p["context"]) for qa in qas]
+  return {"version": "1.1", "data": [{"title": "slice", "paragraphs": paragraphs}]}, rows
+
+
+class TableModel:
+  """A deterministic stand-in QA model: logit = table[input_id] + table[position].
+
+  The same float32 additions in TensorFlow and in numpy, so the original
+  gets bit-identical logits for its features. ``ties``: small integers, so
+  that top-k ranks and span scores tie everywhere.
+  """
+
+  def __init__(self, seed, seq, ties=False):
+    rng = np.random.default_rng(seed)
+    draw = ((lambda *s: rng.integers(-3, 4, size=s).astype(np.float32)) if ties
+            else (lambda *s: rng.standard_normal(s).astype(np.float32)))
+    self.tok = draw(2, 30522)
+    self.pos = draw(2, seq)
+
+  def numpy(self, input_ids):
+    ids = np.asarray(input_ids)
+    return [self.tok[i][ids] + self.pos[i][None, :ids.shape[1]] for i in (0, 1)]
+
+  def __call__(self, features, training=False):
+    ids = features["input_ids"]
+    width = tf.shape(ids)[1]
+    out = [tf.gather(tf.constant(self.tok[i]), ids) + tf.constant(self.pos[i])[None, :width]
+           for i in (0, 1)]
+    return {"start_logits": out[0], "end_logits": out[1]}
+
+
+def _module(model, seq, stride, query, v2=False, track=False):
+  pre = preprocessing.BertPreprocessor(VOCAB, True, seq)
+  return squad.SquadServingModule(model, pre, doc_stride=stride,
+                                  max_query_length=query,
+                                  max_answer_length=MAX_ANSWER,
+                                  version_2_with_negative=v2, track_model=track)
+
+
+def _graph_windows(module, questions, contexts):
+  q = module.preprocessor.tokenize(tf.constant(questions))[:, :module.max_query_length]
+  ids, _, _ = module.tokenize_context(module.sanitize_utf8(tf.constant(contexts)))
+  return {k: v.numpy() for k, v in module.windows(q, ids).items()}
+
+
+@pytest.fixture(scope="module")
+def original(tmp_path_factory):
+  """Original features and predictions (v1, v2; real and tied logits) per config."""
+  tmp = tmp_path_factory.mktemp("squad_orig")
+  data, rows = _examples()
+  path = str(tmp / "slice.json")
+  with open(path, "w", encoding="utf-8") as f:
+    json.dump(data, f)
+  questions = [r[1] for r in rows]
+  contexts = [r[2] for r in rows]
+  jobs, mine, models = [], {}, {}
+  for seq, stride, query in CONFIGS:
+    tag = "%d_%d_%d" % (seq, stride, query)
+    common = {"input_file": path, "vocab_file": VOCAB, "do_lower_case": True,
+              "max_seq_length": seq, "doc_stride": stride, "max_query_length": query}
+    jobs.append(dict(common, kind="features", is_training=False,
+                     output=str(tmp / ("features_%s.json" % tag))))
+    win = _graph_windows(_module(None, seq, stride, query), questions, contexts)
+    mine[tag] = win
+    for ties in (False, True):
+      model = TableModel(seq + stride + ties, seq, ties)
+      # [CLS] logits that put the null score at the median best span score,
+      # so that v2 predicts both answers and no-answers.
+      scores = _answers(_module(model, seq, stride, query), model, questions,
+                        contexts)["score"]
+      target = np.float32(np.median(scores))
+      model.tok[0][CLS] = np.round(target / 2) - model.pos[0][0]
+      model.tok[1][CLS] = target - np.round(target / 2) - model.pos[1][0]
+      models[(tag, ties)] = model
+      start, end = model.numpy(win["input_ids"])
+      npz = str(tmp / ("logits_%s_%d.npz" % (tag, ties)))
+      np.savez(npz, unique_ids=1000000000 + np.arange(len(start)),
+               start_logits=start, end_logits=end)
+      for v2 in (False, True):
+        jobs.append(dict(common, kind="predictions", logits=npz, n_best_size=20,
+                         max_answer_length=MAX_ANSWER, version_2_with_negative=v2,
+                         null_score_diff_threshold=0.0,
+                         output_dir=str(tmp / ("pred_%s_%d_%d" % (tag, ties, v2)))))
+  jobs_json = str(tmp / "jobs.json")
+  with open(jobs_json, "w", encoding="utf-8") as f:
+    json.dump(jobs, f)
+  run_tool([ORIGINAL, str(tmp), jobs_json], cwd=HERE)
+  return {"tmp": tmp, "rows": rows, "questions": questions, "contexts": contexts,
+          "mine": mine, "models": models}
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: "S%d_stride%d_q%d" % c)
+def test_windows_equal_original_features(original, config):
+  seq, stride, query = config
+  tag = "%d_%d_%d" % config
+  with open(os.path.join(original["tmp"], "features_%s.json" % tag), encoding="utf-8") as f:
+    feats = json.load(f)["features"]
+  win = original["mine"][tag]
+  assert len(feats) == len(win["example"]) > 3 * len(original["rows"])
+  per_example = np.bincount(win["example"])
+  assert per_example.max() >= 8  # many windows per context
+  same = win["example"][1:] == win["example"][:-1]
+  steps = set(np.diff(win["start"])[same].tolist())
+  assert max(steps) == stride and (min(steps) < stride) == (seq - query - 3 < stride)
+  for i, f in enumerate(feats):
+    assert win["example"][i] == f["example_index"], i
+    np.testing.assert_array_equal(win["input_ids"][i], f["input_ids"], err_msg=str(i))
+    np.testing.assert_array_equal(win["input_mask"][i], f["input_mask"])
+    np.testing.assert_array_equal(win["segment_ids"][i], f["segment_ids"])
+    want = sorted(p for p, is_max in f["token_is_max_context"] if is_max)
+    assert np.flatnonzero(win["token_is_max_context"][i]).tolist() == want, i
+    context_positions = sorted(p for p, _ in f["token_to_orig_map"])
+    assert np.flatnonzero(win["token_index"][i] >= 0).tolist() == context_positions
+
+
+def _answers(module, model, questions, contexts):
+  module._layer = saved_model._Untracked(model)  # pylint: disable=protected-access
+  out = module.answer(tf.constant(questions), tf.constant(contexts))
+  return {k: v.numpy() for k, v in out.items()}
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: "S%d_stride%d_q%d" % c)
+@pytest.mark.parametrize("ties", [False, True], ids=["real_logits", "tied_logits"])
+@pytest.mark.parametrize("v2", [False, True], ids=["v1", "v2"])
+def test_best_span_equals_original_predictions(original, config, ties, v2):
+  seq, stride, query = config
+  tag = "%d_%d_%d" % config
+  out_dir = os.path.join(original["tmp"], "pred_%s_%d_%d" % (tag, ties, v2))
+  with open(os.path.join(out_dir, "predictions.json"), encoding="utf-8") as f:
+    preds = json.load(f)
+  with open(os.path.join(out_dir, "nbest_predictions.json"), encoding="utf-8") as f:
+    nbest = json.load(f)
+  model = original["models"][(tag, ties)]
+  module = _module(model, seq, stride, query, v2=v2)
+  got = _answers(module, model, original["questions"], original["contexts"])
+  no_answers = 0
+  for i, (qid, _, context) in enumerate(original["rows"]):
+    best = next(e for e in nbest[qid] if e["text"])  # best non-null entry
+    want_score = best["start_logit"] + best["end_logit"]
+    assert got["score"][i] == np.float32(want_score), (qid, got["score"][i], want_score)
+    text = got["answer"][i].decode("utf-8")
+    assert text == context[got["start_char"][i]:got["end_char"][i]]
+    if v2:
+      with open(os.path.join(out_dir, "null_odds.json"), encoding="utf-8") as f:
+        diff = json.load(f)[qid]
+      assert got["null_score_diff"][i] == np.float32(diff), qid
+      assert got["no_answer"][i] == (preds[qid] == "")
+      no_answers += int(got["no_answer"][i])
+      if got["no_answer"][i]:
+        assert text == "" and got["start_char"][i] == got["end_char"][i] == 0
+        continue
+    # The original re-joins the span's words with one space.
+    assert " ".join(text.split()) == preds[qid], (qid, text, preds[qid])
+  if v2:
+    assert 0 < no_answers < len(original["rows"])
+
+
+# ----------------------------------------------------------------- offsets
+
+ACCENTED = [
+    ("Where is the café?", "Das Café Müller, eine naïve Façade — in Zürich."
+     " \u6771\u4eac\u00a0and\u3000Ōsaka; emoji \U0001F600 ok.\x00\u200b"),
+    ("who?", "  \tÉLODIE   Über-Größe\u0301s \ufffd straße résumé, ANDRÉ's CAFÉ."),
+    ("x", "Ἀθῆναι Ελλάδα Москва ǅemal İstanbul ﬁnance Ⅻ ½"),
+]
+
+
+def _pieces(module, contexts):
+  ids, s, e = module.tokenize_context(module.sanitize_utf8(tf.constant(contexts)))
+  return ids.to_list(), s.to_list(), e.to_list()
+
+
+def test_offsets_map_word_pieces_to_surface_text():
+  module = _module(None, 64, 16, 16)
+  vocab = tokenization.load_vocab(VOCAB)
+  inv = {v: k for k, v in vocab.items()}
+  ref = tokenization.FullTokenizer(VOCAB, do_lower_case=True)
+  contexts = [c for _, c in ACCENTED]
+  ids, starts, ends = _pieces(module, contexts)
+  for context, row, s_row, e_row in zip(contexts, ids, starts, ends):
+    assert row and len(row) == len(s_row) == len(e_row)
+    for tok, s, e in zip(row, s_row, e_row):
+      piece = inv[tok]
+      surface = context[s:e]
+      assert 0 <= s < e <= len(context)
+      if piece == "[UNK]":
+        continue
+      # The surface text normalizes (reference tokenizer) to this piece.
+      assert "".join(t.replace("##", "") for t in ref.tokenize(surface)) == \
+          piece.replace("##", ""), (piece, surface)
+    # Pieces are in order and do not overlap.
+    assert all(e <= s for e, s in zip(e_row, s_row[1:]))
+
+
+class PeakModel:
+  """Start logit 10 at the pieces ``start_id``, end logit 10 at ``end_id``."""
+
+  def __init__(self, start_id, end_id):
+    self.start_id, self.end_id = start_id, end_id
+
+  def __call__(self, features, training=False):
+    ids = features["input_ids"]
+    seg = tf.cast(features["segment_ids"], tf.float32)
+    start = tf.where(ids == self.start_id, 10.0, 0.0) * seg
+    end = tf.where(ids == self.end_id, 10.0, 0.0) * seg
+    return {"start_logits": start, "end_logits": end}
+
+
+@pytest.mark.parametrize("first,last,want", [
+    ("cafe", "cafe", "Café"),
+    ("naive", "fa", "naïve Faç"),   # façade = fa ##cade: the first piece alone
+    ("muller", "muller", "Müller"),
+    ("zurich", "zurich", "Zürich"),
+    ("osaka", "osaka", "Ōsaka"),
+    ("\u6771", "\u4eac", "\u6771\u4eac"),
+    ("ok", ".", "ok.")])
+def test_answer_is_the_original_surface_form(first, last, want):
+  vocab = tokenization.load_vocab(VOCAB)
+  question, context = ACCENTED[0]
+  model = PeakModel(vocab[first], vocab[last])
+  module = _module(model, 64, 16, 16)
+  got = _answers(module, model, [question], [context])
+  text = got["answer"][0].decode("utf-8")
+  assert text == want
+  assert context[got["start_char"][0]:got["end_char"][0]] == want
+  assert got["score"][0] == 20.0
+
+
+# ------------------------------------------------------- the real export
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory):
+  """A tiny real BertQuestionAnswerer exported as v1 and v2 (S=64)."""
+  tmp = tmp_path_factory.mktemp("squad_export")
+  tf.keras.utils.set_random_seed(1)
+  model = BertQuestionAnswerer(config_lib.BertConfig.from_json_file(TINY_CONFIG))
+  kw = dict(max_seq_length=64, doc_stride=16, max_query_length=16)
+  v1 = squad.export_squad(model, VOCAB, True, str(tmp / "v1"), **kw)
+  v2 = squad.export_squad(model, VOCAB, True, str(tmp / "v2"),
+                          version_2_with_negative=True, null_score_diff_threshold=0.5,
+                          **kw)
+  return {"tmp": tmp, "model": model, "v1": v1, "v2": v2, "kw": kw}
+
+
+@pytest.fixture(scope="module")
+def served(exports):
+  return {n: tf.saved_model.load(exports[n]).signatures["serving_default"]
+          for n in ("v1", "v2")}
+
+
+def _serve(fn, questions, contexts):
+  out = fn(question=tf.constant(questions, tf.string),
+           context=tf.constant(contexts, tf.string))
+  return {k: v.numpy() for k, v in out.items()}
+
+
+def _check(out, contexts):
+  n = len(contexts)
+  for k in ("answer", "start_char", "end_char", "score"):
+    assert out[k].shape == (n,), k
+  for i, c in enumerate(contexts):
+    c = c if isinstance(c, bytes) else c.encode("utf-8")
+    text = c.decode("utf-8", errors="replace")  # == unicode_transcode's replacement
+    s, e = int(out["start_char"][i]), int(out["end_char"][i])
+    assert 0 <= s <= e <= len(text)
+    assert out["answer"][i].decode("utf-8") == text[s:e]
+
+
+def test_metadata_and_signature(exports):
+  meta = saved_model.read_metadata(exports["v2"])
+  assert meta["export"] == "squad" and meta["version_2_with_negative"] is True
+  assert meta["signatures"]["serving_default"]["inputs"] == ["context", "question"]
+  assert meta["signatures"]["serving_default"]["outputs"] == [
+      "answer", "end_char", "no_answer", "null_score_diff", "score", "start_char"]
+  assert saved_model.read_metadata(exports["v1"])["signatures"]["serving_default"][
+      "outputs"] == ["answer", "end_char", "score", "start_char"]
+  ops = {o["op"] for o in meta["custom_ops"]}
+  assert ops == set(serving_ops.graph_ops(exports["v2"])) & set(
+      serving_ops.tf_text_op_libraries())
+  assert "WordpieceTokenizeWithOffsets" in ops
+  assert meta["min_tf_serving_version"] == max(
+      (o["min_tf_serving"] for o in meta["custom_ops"]), key=serving_ops.version_key)
+  assert meta["warmup_requests"] == 1
+  assert os.path.exists(os.path.join(exports["v2"], "assets", "uncased_vocab.txt"))
+
+
+def test_export_matches_in_process_module(exports, served):
+  _, rows = _examples(n_paragraphs=6, per_paragraph=2)
+  questions, contexts = [r[1] for r in rows], [r[2] for r in rows]
+  module = _module(exports["model"], v2=True, track=True,
+                   **{"seq": 64, "stride": 16, "query": 16})
+  module.null_score_diff_threshold = 0.5
+  want = {k: v.numpy() for k, v in module.answer(tf.constant(questions),
+                                                 tf.constant(contexts)).items()}
+  got = _serve(served["v2"], questions, contexts)
+  np.testing.assert_array_equal(got["answer"], want["answer"])
+  np.testing.assert_array_equal(got["start_char"], want["start_char"])
+  np.testing.assert_allclose(got["score"], want["score"], atol=1e-5)
+  np.testing.assert_array_equal(got["no_answer"], want["no_answer"])
+  _check(got, contexts)
+  # The batch answers as each question alone.
+  alone = _serve(served["v2"], questions[:1], contexts[:1])
+  assert alone["answer"][0] == got["answer"][0]
+
+
+MB = 1 << 20
+HOSTILE = [
+    ("", ""), ("", "   \t\n "), ("what?", ""), ("", "Some context here."),
+    ("\xff\xfe?".encode("latin-1"), b"\xff\xfe bad \xc3 bytes \x80 here"),
+    (b"who", b"\xc3\x28\xa0\xa1 caf\xc3\xa9 \xed\xa0\x80 end"),
+    ("x" * 5000, "short context"),
+    ("what is it?", "word " * (MB // 5)),        # 1 MB, > 100 windows
+    ("what is it?", "a" * MB),                    # one 1 MB word: [UNK]
+    ("\x00\u200b", "\x00\x01\u200b\ufffd \ufffd"),
+]
+
+
+def test_hostile_inputs_through_signature(exports, served):
+  questions = [q if isinstance(q, bytes) else q.encode() for q, _ in HOSTILE]
+  contexts = [c if isinstance(c, bytes) else c.encode() for _, c in HOSTILE]
+  for name in ("v1", "v2"):
+    out = _serve(served[name], questions, contexts)
+    _check(out, contexts)
+    for i in (0, 1, 2, 9):  # no context piece: the defined empty answer
+      assert out["answer"][i] == b"" and out["start_char"][i] == out["end_char"][i] == 0
+      assert out["score"][i] == -np.inf
+      if name == "v2":
+        assert out["no_answer"][i] and out["null_score_diff"][i] == np.inf
+    # > 100 windows: the answer lies in the first 100 windows (the query
+    # takes 5 pieces: windows of 64 - 5 - 3 = 56, step 16).
+    limit = (99 * 16 + 56) * 5
+    assert out["end_char"][7] <= limit and np.isfinite(out["score"][7])
+    assert out["answer"][8] in (b"", b"a" * MB)
+  # Empty batch, mismatched batch sizes, other ranks.
+  out = _serve(served["v2"], [], [])
+  assert out["answer"].shape == (0,) and out["no_answer"].shape == (0,)
+  with pytest.raises(tf.errors.InvalidArgumentError, match="same number of strings"):
+    _serve(served["v1"], ["a", "b"], ["c"])
+  two = _serve(served["v1"], [["who?"], ["what?"]], [["A cat."], ["A dog."]])
+  flat = _serve(served["v1"], ["who?", "what?"], ["A cat.", "A dog."])
+  np.testing.assert_array_equal(two["answer"], flat["answer"])
+
+
+@hypothesis.settings(max_examples=15, deadline=None,
+                     suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture])
+@hypothesis.given(pairs=st.lists(st.tuples(st.one_of(st.text(max_size=80), st.binary(max_size=80)),
+                                           st.one_of(st.text(max_size=400),
+                                                     st.binary(max_size=400))),
+                                 max_size=4))
+def test_random_unicode_and_bytes_property(served, pairs):
+  enc = lambda t: t.encode("utf-8") if isinstance(t, str) else t
+  questions, contexts = [enc(q) for q, _ in pairs], [enc(c) for _, c in pairs]
+  out = _serve(served["v2"], questions, contexts)
+  _check(out, contexts)
+  assert out["no_answer"].shape == (len(pairs),)
+
+
+# ------------------------------------------------- outside this process
+
+QUESTIONS = [b"Where is the cafe?", b"", b"\xff who \xc3?", b"What won?"]
+CONTEXTS = ["Das Café Müller, eine naïve Façade — in Zürich. ".encode() * 12,
+            b"Short one.", b"\xffbad\xc3 bytes", b"  "]
+
+
+@pytest.mark.slow
+def test_fresh_process_and_c_loader(exports, served, tmp_path):
+  from test_export import FRESH_PROCESS, _c_serve, _compile_c_loader, _decode, _string_input  # pylint: disable=g-import-not-at-top
+  want = {n: _serve(served[n], QUESTIONS, CONTEXTS) for n in ("v1", "v2")}
+  jobs = [{"path": exports[n], "signature": "serving_default",
+           "inputs": {"question": _string_input(QUESTIONS),
+                      "context": _string_input(CONTEXTS)}} for n in ("v1", "v2")]
+  spec, out = str(tmp_path / "jobs.json"), str(tmp_path / "fresh.json")
+  with open(spec, "w") as f:
+    json.dump(jobs, f)
+  run_tool(["-c", FRESH_PROCESS, spec, out])
+  with open(out) as f:
+    fresh = [_decode(r) for r in json.load(f)]
+  for got, name in zip(fresh, ("v1", "v2")):
+    np.testing.assert_array_equal(got["answer"], want[name]["answer"])
+    np.testing.assert_array_equal(got["start_char"], want[name]["start_char"])
+    np.testing.assert_allclose(got["score"], want[name]["score"], atol=1e-5)
+  assert got["no_answer"].tolist() == want["v2"]["no_answer"].tolist()
+  # The C loader (no Python; TF Serving's session loader) on the v1 export
+  # (serve.c prints float, int32, int64 and string outputs, not bool).
+  exe = _compile_c_loader(str(tmp_path))
+  ops_dir = os.path.join(os.path.dirname(tensorflow_text.__file__), "python", "ops")
+  libs = [os.path.join(ops_dir, l)
+          for l in saved_model.read_metadata(exports["v1"])["op_libraries"]]
+  got = _c_serve(exe, exports["v1"], {"question": QUESTIONS, "context": CONTEXTS},
+                 libs, str(tmp_path))
+  np.testing.assert_array_equal(got["answer"], want["v1"]["answer"])
+  np.testing.assert_array_equal(got["start_char"], want["v1"]["start_char"])
+  np.testing.assert_allclose(got["score"], want["v1"]["score"], atol=1e-5)

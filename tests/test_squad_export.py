@@ -141,12 +141,34 @@ def original(tmp_path_factory):
                          max_answer_length=MAX_ANSWER, version_2_with_negative=v2,
                          null_score_diff_threshold=0.0,
                          output_dir=str(tmp / ("pred_%s_%d_%d" % (tag, ties, v2)))))
+  # The accented contexts: features, and one prediction per surface case.
+  acc_path = str(tmp / "accented.json")
+  with open(acc_path, "w", encoding="utf-8") as f:
+    json.dump({"version": "1.1", "data": [{"title": "accented", "paragraphs": [
+        {"context": c, "qas": [{"id": "accented-%d" % i, "question": q, "answers": []}]}
+        for i, (q, c) in enumerate(ACCENTED)]}]}, f)
+  common = {"input_file": acc_path, "vocab_file": VOCAB, "do_lower_case": True,
+            "max_seq_length": 64, "doc_stride": 16, "max_query_length": 16}
+  jobs.append(dict(common, kind="features", is_training=False,
+                   output=str(tmp / "features_accented.json")))
+  acc = _graph_windows(_module(None, 64, 16, 16), [q for q, _ in ACCENTED],
+                       [c for _, c in ACCENTED])
+  vocab = tokenization.load_vocab(VOCAB)
+  for case, (_, first, last, _) in enumerate(SURFACE_CASES):
+    peak = PeakModel(vocab[first], vocab[last])
+    start, end = peak.numpy(acc["input_ids"], acc["segment_ids"])
+    npz = str(tmp / ("logits_surface_%d.npz" % case))
+    np.savez(npz, unique_ids=1000000000 + np.arange(len(start)),
+             start_logits=start, end_logits=end)
+    jobs.append(dict(common, kind="predictions", logits=npz, n_best_size=20,
+                     max_answer_length=MAX_ANSWER, version_2_with_negative=False,
+                     output_dir=str(tmp / ("pred_surface_%d" % case))))
   jobs_json = str(tmp / "jobs.json")
   with open(jobs_json, "w", encoding="utf-8") as f:
     json.dump(jobs, f)
   run_tool([ORIGINAL, str(tmp), jobs_json], cwd=HERE)
   return {"tmp": tmp, "rows": rows, "questions": questions, "contexts": contexts,
-          "mine": mine, "models": models}
+          "mine": mine, "models": models, "accented": acc}
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: "S%d_stride%d_q%d" % c)
@@ -225,6 +247,35 @@ ACCENTED = [
 ]
 
 
+# (context index, first piece, last piece, the expected answer).
+SURFACE_CASES = [
+    (0, "cafe", "cafe", "Caf\u00e9"),
+    (0, "naive", "facade", "na\u00efve Fa\u00e7ade"),
+    (0, "muller", "muller", "M\u00fcller"),
+    (0, "zurich", "zurich", "Z\u00fcrich"),
+    (0, "osaka", "osaka", "\u014csaka"),
+    (0, "\u6771", "\u4eac", "\u6771\u4eac"),
+    (0, "em", "##i", "emoji"),
+    (0, "ok", ".", "ok."),
+    (1, "el", "##ie", "\u00c9LODIE"),
+    (1, "gr", "##s", "Gr\u00f6\u00dfe\u0301s"),
+    (1, "andre", "s", "ANDR\u00c9's"),
+    (2, "\u03b1", "##\u03b9", "\u1f08\u03b8\u1fc6\u03bd\u03b1\u03b9"),
+    (2, "\ufb01", "##ce", "\ufb01nance")]
+
+
+# Where the original's get_final_text cannot align the normalized span with
+# its whitespace-split word (a length change: NBSP and U+3000 do not split
+# its doc_tokens, deleted control characters, a dropped combining mark) it
+# returns the whole word; this export returns the span itself.
+ORIGINAL_FALLBACK = {
+    "\u014csaka": "\u6771\u4eac\u00a0and\u3000\u014csaka;",
+    "\u6771\u4eac": "\u6771\u4eac\u00a0and\u3000\u014csaka;",
+    "ok.": "ok.\x00\u200b",
+    "Gr\u00f6\u00dfe\u0301s": "\u00dcber-Gr\u00f6\u00dfe\u0301s",
+}
+
+
 def _pieces(module, contexts):
   ids, s, e = module.tokenize_context(module.sanitize_utf8(tf.constant(contexts)))
   return ids.to_list(), s.to_list(), e.to_list()
@@ -258,6 +309,12 @@ class PeakModel:
   def __init__(self, start_id, end_id):
     self.start_id, self.end_id = start_id, end_id
 
+  def numpy(self, input_ids, segment_ids):
+    seg = np.asarray(segment_ids, np.float32)
+    ids = np.asarray(input_ids)
+    return [np.where(ids == i, 10.0, 0.0).astype(np.float32) * seg
+            for i in (self.start_id, self.end_id)]
+
   def __call__(self, features, training=False):
     ids = features["input_ids"]
     seg = tf.cast(features["segment_ids"], tf.float32)
@@ -266,17 +323,13 @@ class PeakModel:
     return {"start_logits": start, "end_logits": end}
 
 
-@pytest.mark.parametrize("first,last,want", [
-    ("cafe", "cafe", "Café"),
-    ("naive", "fa", "naïve Faç"),   # façade = fa ##cade: the first piece alone
-    ("muller", "muller", "Müller"),
-    ("zurich", "zurich", "Zürich"),
-    ("osaka", "osaka", "Ōsaka"),
-    ("\u6771", "\u4eac", "\u6771\u4eac"),
-    ("ok", ".", "ok.")])
-def test_answer_is_the_original_surface_form(first, last, want):
+@pytest.mark.parametrize("index,first,last,want", SURFACE_CASES)
+def test_answer_is_the_original_surface_form(original, index, first, last, want):
+  """A model peaked at two pieces: the answer is the context's own text, and
+  the original (features + write_predictions + get_final_text, given the
+  same logits) answers the same."""
   vocab = tokenization.load_vocab(VOCAB)
-  question, context = ACCENTED[0]
+  question, context = ACCENTED[index]
   model = PeakModel(vocab[first], vocab[last])
   module = _module(model, 64, 16, 16)
   got = _answers(module, model, [question], [context])
@@ -284,6 +337,23 @@ def test_answer_is_the_original_surface_form(first, last, want):
   assert text == want
   assert context[got["start_char"][0]:got["end_char"][0]] == want
   assert got["score"][0] == 20.0
+  case = SURFACE_CASES.index((index, first, last, want))
+  with open(os.path.join(original["tmp"], "pred_surface_%d" % case, "predictions.json"),
+            encoding="utf-8") as f:
+    assert json.load(f)["accented-%d" % index] == ORIGINAL_FALLBACK.get(want, want)
+
+
+def test_windows_equal_original_features_accented(original):
+  """The non-ASCII contexts window (and tokenize) as in the original."""
+  with open(os.path.join(original["tmp"], "features_accented.json"), encoding="utf-8") as f:
+    feats = json.load(f)["features"]
+  win = original["accented"]
+  assert len(feats) == len(win["input_ids"]) >= len(ACCENTED)
+  for i, f in enumerate(feats):
+    np.testing.assert_array_equal(win["input_ids"][i], f["input_ids"])
+    np.testing.assert_array_equal(win["segment_ids"][i], f["segment_ids"])
+    want = sorted(p for p, is_max in f["token_is_max_context"] if is_max)
+    assert np.flatnonzero(win["token_is_max_context"][i]).tolist() == want
 
 
 # ------------------------------------------------------- the real export

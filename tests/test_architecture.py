@@ -19,7 +19,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Bottom to top. A module belongs to the first layer with a matching prefix.
 LAYERS = [
     ("base", ["bert_tf._lazy", "bert_tf.errors", "bert_tf.params", "bert_tf.config",
-              "bert_tf.io_utils", "bert_tf.tokenization", "bert_tf.metrics"]),
+              "bert_tf.io_utils", "bert_tf.tokenization", "bert_tf.metrics",
+              "bert_tf.squad_metrics"]),
     ("modeling", ["bert_tf.modeling", "bert_tf.checkpoints", "bert_tf.optimization",
                   "bert_tf.preprocessing", "bert_tf.convert"]),
     ("data", ["bert_tf.data", "bert_tf.vocab_builder"]),
@@ -33,8 +34,8 @@ LAYERS = [
 # Modules that must load without TensorFlow (data workers fork from them).
 TF_FREE = [
     "bert_tf.errors", "bert_tf.params", "bert_tf.config", "bert_tf.io_utils",
-    "bert_tf.tokenization", "bert_tf.metrics",
-    "bert_tf.data.pretraining.tokens", "bert_tf.data.pretraining.documents",
+    "bert_tf.tokenization", "bert_tf.metrics", "bert_tf.squad_metrics",
+    "bert_tf.data.squad", "bert_tf.data.pretraining.tokens", "bert_tf.data.pretraining.documents",
     "bert_tf.data.pretraining.records",
     "bert_tf.data.pretraining.faithful", "bert_tf.data.pretraining.sharded",
 ]

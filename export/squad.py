@@ -87,6 +87,20 @@ WARMUP_CONTEXTS = (
     "The Caf\u00e9 de Flore is in Paris. " * 60)
 
 
+def _flat(strings):
+  """``strings`` as [B], any rank flattened in row-major order.
+
+  Signature shapes are not enforced at run time (neither by
+  ``tf.saved_model.load`` signatures nor by TF Serving). A plain
+  ``tf.reshape(x, [-1])`` is not enough: the signature declares [B], so
+  grappler removes that reshape as a no-op and a [B, 1] request would reach
+  the ops unflattened. ``PlaceholderWithDefault`` with an unknown shape hides
+  the declared shape, so the reshape stays.
+  """
+  hidden = tf.compat.v1.placeholder_with_default(strings, shape=None)
+  return tf.reshape(hidden, [-1])
+
+
 def _row_ids(ragged):
   return tf.cast(ragged.value_rowids(), tf.int64)
 
@@ -326,7 +340,8 @@ class SquadServingModule(tf.Module):
     re = pick % k
     # One zero row appended so that examples without a window gather row W.
     w = tf.where(found, w, num_w)
-    pad = lambda t: tf.concat([t, tf.zeros_like(t[:1])], 0)
+    pad = lambda t: tf.concat(
+        [t, tf.zeros(tf.concat([[1], tf.shape(t)[1:]], 0), t.dtype)], 0)
     start_pos = tf.gather_nd(pad(s_idx), tf.stack([w, rs], 1))
     end_pos = tf.gather_nd(pad(e_idx), tf.stack([w, re], 1))
     out = {"found": found}
@@ -348,8 +363,8 @@ class SquadServingModule(tf.Module):
 
   def answer(self, question, context):
     """The serving computation on flat [B] batches; returns the output dict."""
-    question = saved_model.as_batch(question)
-    context = self.sanitize_utf8(saved_model.as_batch(context))
+    question = _flat(question)
+    context = self.sanitize_utf8(_flat(context))
     batch = tf.shape(context, tf.int64)[0]
     query_ids = self.preprocessor.tokenize(question)[:, :self.max_query_length]
     ids, start_char, end_char = self.tokenize_context(context)
@@ -382,8 +397,12 @@ class SquadServingModule(tf.Module):
     return out
 
   def _serve(self, question, context):
-    question, context = saved_model.check_same_batch(question, context)
-    return self.answer(question, context)
+    question, context = _flat(question), _flat(context)
+    check = tf.debugging.assert_equal(
+        tf.size(question), tf.size(context),
+        message="question and context must hold the same number of strings")
+    with tf.control_dependencies([check]):
+      return self.answer(tf.identity(question), tf.identity(context))
 
   def signature(self):
     """The concrete ``serving_default`` function."""

@@ -416,8 +416,7 @@ def test_metadata_and_signature(exports):
 
 
 def test_export_matches_in_process_module(exports, served):
-  _, rows = _examples(n_paragraphs=6, per_paragraph=2)
-  questions, contexts = [r[1] for r in rows], [r[2] for r in rows]
+  questions, contexts = [r[1] for r in _rows()], [r[2] for r in _rows()]
   module = _module(exports["model"], v2=True, track=True,
                    **{"seq": 64, "stride": 16, "query": 16})
   module.null_score_diff_threshold = 0.5
@@ -432,6 +431,11 @@ def test_export_matches_in_process_module(exports, served):
   # The batch answers as each question alone.
   alone = _serve(served["v2"], questions[:1], contexts[:1])
   assert alone["answer"][0] == got["answer"][0]
+
+
+def _rows():
+  """12 real (id, question, context) rows of dev.json."""
+  return _examples(n_paragraphs=6, per_paragraph=2)[1]
 
 
 MB = 1 << 20
@@ -462,14 +466,21 @@ def test_hostile_inputs_through_signature(exports, served):
     limit = (99 * 16 + 56) * 5
     assert out["end_char"][7] <= limit and np.isfinite(out["score"][7])
     assert out["answer"][8] in (b"", b"a" * MB)
-  # Empty batch, mismatched batch sizes, other ranks.
+  # Empty batch, a batch without any window, mismatched batch sizes, other ranks.
   out = _serve(served["v2"], [], [])
   assert out["answer"].shape == (0,) and out["no_answer"].shape == (0,)
+  out = _serve(served["v2"], ["", "a"], ["", " \t"])
+  assert out["answer"].tolist() == [b"", b""] and out["no_answer"].all()
   with pytest.raises(tf.errors.InvalidArgumentError, match="same number of strings"):
     _serve(served["v1"], ["a", "b"], ["c"])
-  two = _serve(served["v1"], [["who?"], ["what?"]], [["A cat."], ["A dog."]])
-  flat = _serve(served["v1"], ["who?", "what?"], ["A cat.", "A dog."])
-  np.testing.assert_array_equal(two["answer"], flat["answer"])
+  questions, contexts = [r[1] for r in _rows()[:4]], [r[2] for r in _rows()[:4]]
+  flat = _serve(served["v1"], questions, contexts)
+  assert np.isfinite(flat["score"]).all()
+  two = _serve(served["v1"], [[q] for q in questions], [[c] for c in contexts])
+  for k in flat:
+    np.testing.assert_array_equal(two[k], flat[k])
+  one = _serve(served["v1"], questions[0], contexts[0])  # scalars: a batch of 1
+  assert one["answer"].tolist() == flat["answer"][:1].tolist()
 
 
 @hypothesis.settings(max_examples=15, deadline=None,

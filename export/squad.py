@@ -47,7 +47,9 @@ outputs
 * ``start_char``, ``end_char`` int32 [B]: Unicode code-point offsets into the
   context, ``end_char`` exclusive: ``answer == context[start_char:end_char]``
   in Python (for a context that is not valid UTF-8: offsets into the context
-  with each invalid byte sequence replaced by one U+FFFD);
+  with its invalid bytes replaced by U+FFFD as
+  ``tf.strings.unicode_transcode(errors="replace")`` does, which agrees with
+  Python's ``bytes.decode("utf-8", "replace")`` on every input tested);
 * ``score`` float32 [B]: start_logit + end_logit of the best non-null span;
 * v2 only: ``no_answer`` bool [B], ``null_score_diff`` float32 [B].
 
@@ -64,6 +66,11 @@ needing more than ``max_windows`` (default 100) windows is searched in its
 first ``max_windows`` windows only, and ``token_is_max_context`` is decided
 among those windows. Strings of any size (1 MB and more) are tokenized
 whole.
+
+Ops: tensorflow-text's ``NormalizeUTF8``, ``RegexSplitWithOffsets`` and
+``WordpieceTokenizeWithOffsets`` (no round-robin trimmer: the windows are
+packed with ``combine_segments``), so TF Serving >= 2.2 can serve it (the
+metadata file lists them, as for every export).
 
 Deviations from the original, all documented in the tests: the original's
 tokenizer vs tensorflow-text's (see ``BertPreprocessor``); the per-code-point
@@ -301,9 +308,9 @@ class SquadServingModule(tf.Module):
     k = min(self.n_best_size, seq)
     s64 = tf.cast(start_logits, tf.float64)
     e64 = tf.cast(end_logits, tf.float64)
-    s_val, s_idx = tf.math.top_k(tf.cast(start_logits, tf.float32), k=k)
-    e_val, e_idx = tf.math.top_k(tf.cast(end_logits, tf.float32), k=k)
-    del s_val, e_val
+    # top_k puts the lower index first on ties, as the original's stable sort.
+    _, s_idx = tf.math.top_k(tf.cast(start_logits, tf.float32), k=k)
+    _, e_idx = tf.math.top_k(tf.cast(end_logits, tf.float32), k=k)
     s_idx = tf.cast(s_idx, tf.int64)
     e_idx = tf.cast(e_idx, tf.int64)
     tok = win["token_index"]

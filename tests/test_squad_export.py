@@ -409,6 +409,9 @@ def test_metadata_and_signature(exports):
   assert ops == set(serving_ops.graph_ops(exports["v2"])) & set(
       serving_ops.tf_text_op_libraries())
   assert "WordpieceTokenizeWithOffsets" in ops
+  # combine_segments, not the round-robin trimmer: servable from TF Serving 2.2.
+  assert not any(o.startswith("TFText>RoundRobin") for o in ops)
+  assert meta["min_tf_serving_version"] == "2.2"
   assert meta["min_tf_serving_version"] == max(
       (o["min_tf_serving"] for o in meta["custom_ops"]), key=serving_ops.version_key)
   assert meta["warmup_requests"] == 1
@@ -447,6 +450,7 @@ HOSTILE = [
     ("what is it?", "word " * (MB // 5)),        # 1 MB, > 100 windows
     ("what is it?", "a" * MB),                    # one 1 MB word: [UNK]
     ("\x00\u200b", "\x00\x01\u200b\ufffd \ufffd"),
+    ("why " * (MB // 4), "A 1 MB question, truncated to 16 pieces."),
 ]
 
 
@@ -483,7 +487,20 @@ def test_hostile_inputs_through_signature(exports, served):
   assert one["answer"].tolist() == flat["answer"][:1].tolist()
 
 
-@hypothesis.settings(max_examples=15, deadline=None,
+def test_export_rejects_inconsistent_lengths(exports, tmp_path):
+  with pytest.raises(ValueError, match="max_query_length"):
+    squad.export_squad(exports["model"], VOCAB, True, str(tmp_path / "x"),
+                       max_seq_length=64, max_query_length=61)
+  with pytest.raises(ValueError, match="doc_stride"):
+    squad.export_squad(exports["model"], VOCAB, True, str(tmp_path / "x"),
+                       max_seq_length=64, doc_stride=0, max_query_length=16)
+  with pytest.raises(FileExistsError):
+    squad.export_squad(exports["model"], VOCAB, True, os.path.dirname(exports["v1"]),
+                       version=1, **exports["kw"])
+  assert not os.path.exists(str(tmp_path / "x"))
+
+
+@hypothesis.settings(max_examples=25, deadline=None,
                      suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture])
 @hypothesis.given(pairs=st.lists(st.tuples(st.one_of(st.text(max_size=80), st.binary(max_size=80)),
                                            st.one_of(st.text(max_size=400),

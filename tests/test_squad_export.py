@@ -418,6 +418,22 @@ def test_metadata_and_signature(exports):
   assert os.path.exists(os.path.join(exports["v2"], "assets", "uncased_vocab.txt"))
 
 
+def test_warmup_request_parses_and_runs(exports, served):
+  apis = pytest.importorskip("tensorflow_serving.apis.prediction_log_pb2",
+                             reason="tensorflow-serving-api (requirements-test.txt)")
+  from bert_tf.export import warmup  # pylint: disable=g-import-not-at-top
+  for name in ("v1", "v2"):
+    records = list(tf.data.TFRecordDataset(
+        os.path.join(exports[name], "assets.extra", warmup.WARMUP_FILE)))
+    assert len(records) == 1
+    req = apis.PredictionLog.FromString(records[0].numpy()).predict_log.request
+    assert req.model_spec.signature_name == "serving_default"
+    assert sorted(req.inputs) == ["context", "question"]
+    args = {k: tf.constant(tf.make_ndarray(v)) for k, v in req.inputs.items()}
+    out = served[name](**args)
+    assert out["answer"].shape == (len(squad.WARMUP_QUESTIONS),)
+
+
 def test_export_matches_in_process_module(exports, served):
   questions, contexts = [r[1] for r in _rows()], [r[2] for r in _rows()]
   module = _module(exports["model"], v2=True, track=True,

@@ -210,7 +210,7 @@ class SquadServingModule(tf.Module):
 
   @staticmethod
   def sanitize_utf8(strings):
-    """Invalid UTF-8 replaced by U+FFFD (one per invalid sequence)."""
+    """Invalid UTF-8 replaced by U+FFFD (``unicode_transcode``, errors="replace")."""
     return tf.strings.unicode_transcode(strings, "UTF-8", "UTF-8", errors="replace",
                                         replacement_char=0xFFFD)
 

@@ -303,6 +303,28 @@ def test_offsets_map_word_pieces_to_surface_text():
     assert all(e <= s for e, s in zip(e_row, s_row[1:]))
 
 
+def test_offsets_cased():
+  """Without lower-casing a piece is its surface text (accents kept)."""
+  pre = preprocessing.BertPreprocessor(VOCAB, False, 64)
+  module = squad.SquadServingModule(None, pre, doc_stride=16, max_query_length=16,
+                                    track_model=False)
+  inv = {v: k for k, v in tokenization.load_vocab(VOCAB).items()}
+  contexts = [c for _, c in ACCENTED] + ["Caf\u00e9 in a\u200bb the cafe"]
+  ids, starts, ends = _pieces(module, contexts)
+  known = 0
+  for context, row, s_row, e_row in zip(contexts, ids, starts, ends):
+    for tok, s, e in zip(row, s_row, e_row):
+      surface = "".join(ch for ch in context[s:e] if ch not in "\x00\u200b\ufffd")
+      if inv[tok] != "[UNK]":
+        known += 1
+        assert surface == inv[tok].replace("##", ""), (inv[tok], context[s:e])
+  assert known > 20
+  row = [inv[t] for t in ids[-1]]
+  assert row[-1] == "cafe" and contexts[-1][starts[-1][-1]:ends[-1][-1]] == "cafe"
+  i = row.index("ab")  # a U+200B b: the deleted character stays inside the span
+  assert contexts[-1][starts[-1][i]:ends[-1][i]] == "a\u200bb"
+
+
 class PeakModel:
   """Start logit 10 at the pieces ``start_id``, end logit 10 at ``end_id``."""
 

@@ -1,7 +1,8 @@
 """The training jobs of the command-line tools: a task run by the runner.
 
-``run_pretraining`` (google-research/bert ``run_pretraining.py``) and
-``run_classifier`` (``run_classifier.py``) compose a task of
+``run_pretraining`` (google-research/bert ``run_pretraining.py``),
+``run_classifier`` (``run_classifier.py``) and ``run_squad``
+(``run_squad.py``) compose a task of
 :mod:`bert_tf.tasks` with :class:`bert_tf.runner.Runner`. Export is a hook
 (``exporter``) that the caller passes in: ``tools/run_classifier.py`` passes
 :func:`bert_tf.export.saved_model.export_classifier`; the library never
@@ -19,12 +20,14 @@ Example::
 
 from __future__ import annotations
 
+import os
 from typing import Callable, Optional
 
 from bert_tf import config as config_lib
 from bert_tf import runner
 from bert_tf.tasks import classification
 from bert_tf.tasks import pretraining
+from bert_tf.tasks import squad
 
 
 def run_pretraining(config: config_lib.BertConfig,
@@ -108,3 +111,66 @@ def run_classifier(params: classification.ClassifierParams, strategy,
       do_predict=do_predict,
       eval_at_steps=task.eval_at_steps() if task.devs else (),
       export_fn=export_fn)
+
+
+def run_squad(params: squad.SquadParams, strategy,
+              print_fn: Callable[[str], None] = print,
+              exporter: Optional[Callable] = None) -> dict:
+  """Fine-tunes on SQuAD and/or predicts, as ``params.do_train`` /
+  ``params.do_predict`` ask (original ``run_squad.main``).
+
+  Files in ``output_dir``: checkpoints (``ckpt-N``), ``bert_config.json``,
+  ``vocab.txt``, ``squad_config.json``; with ``do_predict``:
+  ``predictions.json``, ``nbest_predictions.json`` and (SQuAD 2.0)
+  ``null_odds.json`` (the original's files), and when ``predict_file`` has
+  answers ``eval_results.txt`` with the official metrics (v1.1:
+  ``exact_match``, ``f1``; v2.0: ``exact``, ``f1``, ``HasAns_*``,
+  ``NoAns_*``, ``best_exact``, ``best_f1`` and their thresholds) and
+  ``global_step``. Prediction runs once, after training, with the final
+  weights (the original's order); a run without ``do_train`` predicts with
+  the newest checkpoint in ``output_dir``, else ``init_checkpoint``.
+
+  Args:
+    params: :class:`bert_tf.tasks.squad.SquadParams`.
+    strategy: a ``tf.distribute.Strategy``.
+    print_fn: progress lines go here.
+    exporter: optional ``exporter(model, serving_info, export_dir) -> path``
+      called with the final model when ``params.export_dir`` is set;
+      ``serving_info`` is :meth:`QuestionAnsweringTask.serving_info` (the
+      vocab file, ``do_lower_case``, ``max_seq_length``, ``doc_stride``,
+      ``max_query_length``, ``n_best_size``, ``max_answer_length``,
+      ``version_2_with_negative``, ``null_score_diff_threshold``).
+
+  Returns:
+    dict: the metrics (when the predict file has answers), ``global_step``,
+    ``train_loss``, ``test_files`` (prediction without answers),
+    ``export_path``, as they apply.
+
+  Raises:
+    bert_tf.errors.BertTfError subclasses naming the bad flag or file,
+    before any file is written.
+  """
+  task = squad.QuestionAnsweringTask(params, do_train=params.do_train,
+                                     do_predict=params.do_predict)
+  if params.do_train:
+    print_fn("fine-tuning on %s: %d questions, %d features, %d steps (batch %d, "
+             "%.3g epochs)" % (params.train_file, len(task.train_examples),
+                               task.num_train_features, task.num_train_steps,
+                               params.train_batch_size, params.num_train_epochs))
+  if params.do_predict:
+    print_fn("predicting %s: %d questions, %d features%s" % (
+        params.predict_file, len(task.predict_examples), len(task.predict_features),
+        "" if task.has_answers else " (no answers: no metrics)"))
+  export_fn = None
+  if exporter is not None and params.export_dir:
+    export_fn = lambda model: exporter(model, task.serving_info(), params.export_dir)  # pylint: disable=unnecessary-lambda-assignment
+  results = runner.Runner(runner.RunnerParams.from_params(params), print_fn).run(
+      task, strategy, do_train=params.do_train,
+      do_eval=params.do_predict and task.has_answers,
+      do_predict=params.do_predict and not task.has_answers,
+      export_fn=export_fn)
+  if params.do_predict and task.has_answers:
+    results["test_files"] = [os.path.join(params.output_dir, f) for f in (
+        squad.PREDICTIONS_FILE, squad.NBEST_FILE) + (
+            (squad.NULL_ODDS_FILE,) if params.version_2_with_negative else ())]
+  return results

@@ -1,0 +1,488 @@
+"""The question-answering task: SQuAD v1.1 / v2.0 span prediction
+(paper section 4.2-4.3, original ``run_squad.py``).
+
+:class:`QuestionAnsweringTask` supplies the model, inputs, loss, evaluation
+and predictions to :class:`bert_tf.runner.Runner`;
+:func:`bert_tf.jobs.run_squad` composes the two.
+
+Data is the original's, in Python (:mod:`bert_tf.data.squad`, TF-free):
+``read_squad_examples`` -> ``convert_examples_to_features`` (doc-stride
+windows of ``max_seq_length`` tokens) -> here a ``tf.data`` pipeline over the
+feature arrays. Training examples are shuffled first with
+``random.Random(seed)`` (the original's ``random.Random(12345)`` at the
+default seed) and the step count is the original's ``int(len(examples) /
+train_batch_size * num_train_epochs)``. The loss is the original's mean of
+the start and end cross-entropies (:func:`bert_tf.modeling.models.span_loss`).
+Prediction runs the model over the predict features in fixed-shape batches
+of ``predict_batch_size`` (the last one padded), then the original's
+``write_predictions`` writes ``predictions.json``, ``nbest_predictions.json``
+and, for SQuAD 2.0, ``null_odds.json`` into ``output_dir``. When the predict
+file has gold answers, the official metrics are computed
+(:func:`bert_tf.squad_metrics.evaluate_file`: ``exact_match``/``f1`` for
+v1.1; ``exact``, ``f1``, ``HasAns_*``, ``NoAns_*``, ``best_f1``, ... for
+v2.0) and become the run's evaluation results (``eval_results.txt``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+import shutil
+from typing import Callable, Optional
+import weakref
+
+from absl import logging
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import checkpoints
+from bert_tf import config as config_lib
+from bert_tf import errors
+from bert_tf import io_utils
+from bert_tf import squad_metrics
+from bert_tf import tokenization
+from bert_tf.data import squad as squad_data
+from bert_tf.modeling import models
+from bert_tf.params import field
+from bert_tf.tasks import base
+
+RUN_CONFIG = "squad_config.json"
+PREDICTIONS_FILE = "predictions.json"
+NBEST_FILE = "nbest_predictions.json"
+NULL_ODDS_FILE = "null_odds.json"
+FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
+
+
+@dataclasses.dataclass
+class SquadParams:
+  """Flags of the original ``run_squad.py`` (same names and defaults), plus
+  the added ones; ``tools/run_squad.py`` defines its flags from these fields.
+
+  Example::
+
+    params = SquadParams(output_dir="/tmp/squad", train_file="train.json",
+                         predict_file="dev.json", init_checkpoint=HF_DIR,
+                         do_train=True, do_predict=True)
+  """
+  output_dir: str = field(help="The output directory where the model checkpoints and predictions will be written.")
+  train_file: Optional[str] = field(None, "SQuAD json for training. E.g., train-v1.1.json")
+  predict_file: Optional[str] = field(None, "SQuAD json for predictions. E.g., dev-v1.1.json or test-v1.1.json (with answers: the official metrics are computed too).")
+  vocab_file: Optional[str] = field(None, "The vocabulary file that the BERT model was trained on (default: vocab.txt of a Hugging Face --init_checkpoint, or beside --bert_config_file).")
+  bert_config_file: Optional[str] = field(None, "bert_config.json of the pre-trained BERT model (default: a Hugging Face --init_checkpoint's config.json).")
+  init_checkpoint: Optional[str] = field(None, "Initial weights: ours, an original TF1 checkpoint (bert_model.ckpt, or a fine-tuned run_squad model.ckpt-N with its cls/squad head), or a Hugging Face BERT / BertForQuestionAnswering directory.")
+  do_train: bool = field(False, "Whether to run training.")
+  do_predict: bool = field(False, "Whether to run prediction on --predict_file (and its official metrics when it has answers).")
+  do_lower_case: bool = field(True, "Whether to lower case the input text. Should be True for uncased models and False for cased models.")
+  max_seq_length: int = field(384, "The maximum total input sequence length after WordPiece tokenization.")
+  doc_stride: int = field(128, "When splitting up a long document into chunks, how much stride to take between chunks.")
+  max_query_length: int = field(64, "The maximum number of tokens for the question; longer questions are truncated.")
+  train_batch_size: int = field(32, "Total batch size for training.")
+  predict_batch_size: int = field(8, "Total batch size for predictions.")
+  learning_rate: float = field(5e-5, "The initial learning rate for Adam.")
+  num_train_epochs: float = field(3.0, "Total number of training epochs to perform.")
+  warmup_proportion: float = field(0.1, "Proportion of training to perform linear learning rate warmup for.")
+  save_checkpoints_steps: int = field(1000, "How often to save the model checkpoint.")
+  iterations_per_loop: int = field(1000, "Steps per loop (and per progress line).")
+  n_best_size: int = field(20, "The total number of n-best predictions to generate in the nbest_predictions.json output file.")
+  max_answer_length: int = field(30, "The maximum length of an answer that can be generated.")
+  verbose_logging: bool = field(False, "If true, all of the warnings related to data processing will be printed.")
+  version_2_with_negative: bool = field(False, "If true, the SQuAD examples contain some that do not have an answer.")
+  null_score_diff_threshold: float = field(0.0, "If null_score - best_non_null is greater than the threshold predict null.")
+  # Added.
+  keep_checkpoint_max: int = field(2, "Checkpoints kept.")
+  optimizer: str = field("adamw_original", "Optimizer (default: the original AdamWeightDecay).", choices=("adamw_original", "adamw", "lamb"))
+  seed: int = field(12345, "Example shuffle, dropout and initialization seed (12345: the original's example order).")
+  export_dir: Optional[str] = field(None, "Export a SavedModel to EXPORT_DIR/<version>/.")
+  distribution_strategy: str = field("one_device", "tf.distribute strategy.", choices=("one_device", "mirrored", "multi_worker_mirrored", "tpu"))
+  dtype: str = field("float32", "Compute dtype policy.", choices=("float32", "mixed_bfloat16", "mixed_float16"))
+  deterministic: bool = field(False, "Enable TensorFlow op determinism (bit-identical reruns and resumes).")
+  keep_best: bool = field(False, "Keep the model of the best evaluation in OUTPUT_DIR/best/ (evaluation runs once, after training).")
+
+
+def _existing(path, argument):
+  """``path``, or InputError naming the flag when it does not exist."""
+  if not os.path.exists(path):
+    raise errors.InputError("%r does not exist" % path, argument=argument)
+  return path
+
+
+def resolve_config_and_vocab(params: SquadParams):
+  """``(BertConfig, vocab_file)`` from the flags, a Hugging Face directory, or
+  the files beside the checkpoint.
+
+  ``--bert_config_file``; else a Hugging Face ``--init_checkpoint``'s
+  ``config.json``; else ``bert_config.json`` in the ``--init_checkpoint``
+  directory (or beside its prefix) or in ``--output_dir`` (predicting with a
+  finished run). The vocab: ``--vocab_file``, else ``vocab.txt`` of the
+  Hugging Face directory or beside the config.
+
+  Raises:
+    ConfigError / VocabError: naming the flag that is missing.
+  """
+  ic = params.init_checkpoint
+  hf = ic if (ic and checkpoints.is_hf_dir(ic)) else None
+  config_file = params.bert_config_file
+  if config_file:
+    config = config_lib.BertConfig.from_json_file(config_file)
+  elif hf:
+    config = checkpoints.read_hf_config(hf)
+  else:
+    places = []
+    if ic:
+      places.append(ic if os.path.isdir(ic) else os.path.dirname(os.path.abspath(ic)))
+    places.append(params.output_dir)
+    found = [os.path.join(d, "bert_config.json") for d in places
+             if os.path.exists(os.path.join(d, "bert_config.json"))]
+    if not found:
+      raise errors.ConfigError("bert_config_file is required unless init_checkpoint "
+                               "is a Hugging Face BERT directory or has a "
+                               "bert_config.json beside it",
+                               argument="bert_config_file")
+    config_file = found[0]
+    config = config_lib.BertConfig.from_json_file(config_file)
+  vocab_file = params.vocab_file
+  if vocab_file:
+    _existing(vocab_file, "vocab_file")
+  else:
+    d = hf or os.path.dirname(os.path.abspath(config_file))
+    if os.path.exists(os.path.join(d, "vocab.txt")):
+      vocab_file = os.path.join(d, "vocab.txt")
+  if not vocab_file:
+    raise errors.VocabError("vocab_file is required unless init_checkpoint is a "
+                            "Hugging Face BERT directory", argument="vocab_file")
+  return config, vocab_file
+
+
+def has_gold_answers(predict_file: str) -> bool:
+  """True when a SQuAD file can be scored: some question has an answer or
+  an ``is_impossible`` mark (a v1.1/v2.0 dev file, not a test file).
+
+  Raises:
+    InputError: unreadable / not JSON (argument ``predict_file``).
+  """
+  try:
+    data = squad_data.load_squad_json(predict_file)
+  except errors.InputError as e:
+    e.argument = "predict_file"
+    raise
+  articles = data.get("data") if isinstance(data, dict) else None
+  for article in articles or []:
+    for para in (article.get("paragraphs") or []) if isinstance(article, dict) else []:
+      for qa in (para.get("qas") or []) if isinstance(para, dict) else []:
+        if isinstance(qa, dict) and (qa.get("answers") or qa.get("is_impossible")):
+          return True
+  return False
+
+
+def features_to_arrays(features, with_positions: bool) -> dict:
+  """Feature lists -> numpy int32 arrays.
+
+  Args:
+    features: :class:`bert_tf.data.squad.InputFeatures` list.
+    with_positions: add ``start_positions`` / ``end_positions`` [N].
+
+  Returns:
+    ``input_ids``, ``input_mask``, ``segment_ids`` int32 [N, S] (and the
+    positions int32 [N]).
+  """
+  out = {k: np.asarray([getattr(f, k) for f in features], np.int32)
+         for k in FEATURE_NAMES}
+  if with_positions:
+    out["start_positions"] = np.asarray([f.start_position for f in features], np.int32)
+    out["end_positions"] = np.asarray([f.end_position for f in features], np.int32)
+  return out
+
+
+_PREDICT_FNS = weakref.WeakKeyDictionary()
+
+
+def predict_logits(model, arrays: dict, batch_size: int,
+                   print_fn: Optional[Callable[[str], None]] = None):
+  """Start and end logits of every feature, in fixed-shape batches.
+
+  Every model call gets ``batch_size`` rows (the last batch is padded with
+  zero rows, whose outputs are dropped), so one traced function serves the
+  whole set (cached per model).
+
+  Args:
+    model: a :class:`bert_tf.modeling.BertQuestionAnswerer`.
+    arrays: int32 [N, S] ``input_ids``, ``input_mask``, ``segment_ids``.
+    batch_size: rows per call (``predict_batch_size``).
+    print_fn: optional progress lines (every 1000 batches).
+
+  Returns:
+    ``(start_logits, end_logits)``, float32 numpy [N, S].
+  """
+  n, seq = arrays["input_ids"].shape
+  key = (batch_size, seq)
+  fns = _PREDICT_FNS.setdefault(model, {})
+  step = fns.get(key)
+  if step is None:
+    spec = {k: tf.TensorSpec([batch_size, seq], tf.int32) for k in FEATURE_NAMES}
+
+    @tf.function(input_signature=[spec])
+    def step(features):
+      out = model(features, training=False)
+      return out["start_logits"], out["end_logits"]
+    fns[key] = step
+  starts, ends = [], []
+  for b, i in enumerate(range(0, n, batch_size)):
+    batch = {k: arrays[k][i:i + batch_size] for k in FEATURE_NAMES}
+    rows = batch["input_ids"].shape[0]
+    if rows < batch_size:
+      batch = {k: np.concatenate([v, np.zeros((batch_size - rows, seq), np.int32)])
+               for k, v in batch.items()}
+    s, e = step(batch)
+    starts.append(s.numpy()[:rows])
+    ends.append(e.numpy()[:rows])
+    if print_fn and b and b % 1000 == 0:
+      print_fn("predicted %d of %d features" % (i, n))
+  if not starts:
+    return np.zeros((0, seq), np.float32), np.zeros((0, seq), np.float32)
+  return np.concatenate(starts), np.concatenate(ends)
+
+
+class QuestionAnsweringTask(base.Task):
+  """SQuAD span prediction as a :class:`bert_tf.tasks.base.Task`
+  (original ``run_squad.py``: ``model_fn_builder``, ``input_fn_builder``,
+  ``main``).
+
+  Reads and windows the files on construction, so bad flags and files are
+  reported before any model is built or any file written. Inputs: the
+  original's features as int32 arrays; training batches are drawn from a
+  seeded shuffle of feature indices (the input position is checkpointed:
+  exact resume). Loss: the original's ``(CE(start) + CE(end)) / 2``, divided
+  by the global batch. Evaluation (``predict_file`` with answers) writes the
+  prediction files and returns the official metrics (``best_metric``
+  ``f1``); :meth:`predict` writes the files only.
+
+  Args:
+    params: :class:`SquadParams`.
+    do_train: read ``train_file``.
+    do_predict: read ``predict_file``.
+
+  Raises:
+    bert_tf.errors.InputError / ConfigError / VocabError / ParamsError:
+    naming the bad flag (``argument``), file and JSON path.
+
+  Example::
+
+    task = QuestionAnsweringTask(SquadParams(
+        output_dir="/tmp/squad", train_file="train.json",
+        predict_file="dev.json", init_checkpoint=HF_DIR), do_predict=True)
+    Runner(RunnerParams.from_params(task.params)).run(
+        task, strategy, do_train=True, do_eval=task.has_answers)
+  """
+
+  name = "squad"
+  best_metric = "f1"
+  example_unit = "features"
+  resumable_input = True
+  run_files = ("bert_config.json", "vocab.txt", RUN_CONFIG)
+
+  def __init__(self, params: SquadParams, do_train: bool = True,
+               do_predict: bool = True):
+    self.params = p = params
+    self.do_train = do_train
+    self.do_predict = do_predict
+    if do_train and not p.train_file:
+      raise errors.ParamsError("train_file is required with --do_train",
+                               argument="train_file")
+    if do_predict and not p.predict_file:
+      raise errors.ParamsError("predict_file is required with --do_predict",
+                               argument="predict_file")
+    for name in ("train_batch_size", "predict_batch_size", "n_best_size",
+                 "max_answer_length"):
+      if getattr(p, name) <= 0:
+        raise errors.ParamsError("%s must be positive, got %d" % (name, getattr(p, name)),
+                                 argument=name)
+    config, vocab_file = resolve_config_and_vocab(p)
+    if p.max_seq_length > config.max_position_embeddings:
+      raise errors.ParamsError(
+          "Cannot use sequence length %d because the BERT model was only "
+          "trained up to sequence length %d (max_position_embeddings)" %
+          (p.max_seq_length, config.max_position_embeddings),
+          argument="max_seq_length")
+    self.tokenizer = tokenization.FullTokenizer(vocab_file, p.do_lower_case)
+    if len(self.tokenizer.vocab) > config.vocab_size:
+      raise errors.VocabError(
+          "vocab %r has %d tokens but the BERT config's vocab_size is %d" %
+          (vocab_file, len(self.tokenizer.vocab), config.vocab_size),
+          argument="vocab_file")
+    self.config = config
+    self.vocab_file = vocab_file
+    self.train_batch_size = p.train_batch_size
+    self.num_train_steps = 1
+    self.train_examples = []
+    self.train_arrays = None
+    if do_train:
+      examples = self._read(p.train_file, "train_file", is_training=True)
+      if not examples:
+        raise errors.InputError("%s has no usable training question" % p.train_file,
+                                argument="train_file")
+      # The original pre-shuffles the examples with random.Random(12345).
+      random.Random(p.seed).shuffle(examples)
+      features = self._features(examples, is_training=True)
+      self.train_examples = examples
+      self.num_train_features = len(features)
+      self.train_arrays = features_to_arrays(features, with_positions=True)
+      self.num_train_steps = max(1, int(len(examples) / p.train_batch_size *
+                                        p.num_train_epochs))
+    self.predict_examples, self.predict_features = [], []
+    self.predict_arrays = None
+    self.has_answers = False
+    if do_predict:
+      _existing(p.predict_file, "predict_file")
+      self.has_answers = has_gold_answers(p.predict_file)
+      self.predict_examples = self._read(p.predict_file, "predict_file",
+                                         is_training=False)
+      self.predict_features = self._features(self.predict_examples,
+                                             is_training=False)
+      self.predict_arrays = features_to_arrays(self.predict_features,
+                                               with_positions=False)
+
+  def _read(self, path, argument, is_training):
+    _existing(path, argument)
+    try:
+      return squad_data.read_squad_examples(
+          path, is_training=is_training,
+          version_2_with_negative=self.params.version_2_with_negative)
+    except errors.InputError as e:
+      if e.argument in (None, "input_file"):
+        e.argument = argument
+      raise
+
+  def _features(self, examples, is_training):
+    p = self.params
+    return squad_data.convert_examples_to_features(
+        examples, self.tokenizer, p.max_seq_length, p.doc_stride,
+        p.max_query_length, is_training)
+
+  # --- set-up ------------------------------------------------------------
+
+  def optimizer_spec(self) -> base.OptimizerSpec:
+    p = self.params
+    return base.OptimizerSpec(p.learning_rate, self.num_train_steps,
+                              int(self.num_train_steps * p.warmup_proportion),
+                              p.optimizer)
+
+  def build_model(self):
+    return models.build_question_answerer(self.config)
+
+  def initialize(self, model):
+    if self.params.init_checkpoint:
+      return checkpoints.load_question_answerer_weights(model,
+                                                        self.params.init_checkpoint)
+    if self.do_train:
+      logging.warning("no --init_checkpoint: fine-tuning from random weights")
+    return None
+
+  def serving_info(self) -> dict:
+    """What a SQuAD export needs beside the model: ``vocab_file`` and the
+    windowing / answer settings (the values of ``squad_config.json``)."""
+    p = self.params
+    return {"vocab_file": self.vocab_file, "do_lower_case": p.do_lower_case,
+            "max_seq_length": p.max_seq_length, "doc_stride": p.doc_stride,
+            "max_query_length": p.max_query_length, "n_best_size": p.n_best_size,
+            "max_answer_length": p.max_answer_length,
+            "version_2_with_negative": p.version_2_with_negative,
+            "null_score_diff_threshold": p.null_score_diff_threshold}
+
+  def write_run_files(self, output_dir: str) -> None:
+    """``bert_config.json``, ``vocab.txt`` and ``squad_config.json`` (the
+    windowing and answer settings) beside the checkpoints."""
+    self.config.to_json_file(os.path.join(output_dir, "bert_config.json"))
+    dst = os.path.join(output_dir, "vocab.txt")
+    if os.path.abspath(self.vocab_file) != os.path.abspath(dst):
+      with io_utils.atomic_output(dst) as tmp:
+        shutil.copyfile(self.vocab_file, tmp)
+    info = dict(self.serving_info())
+    del info["vocab_file"]
+    io_utils.atomic_write_text(os.path.join(output_dir, RUN_CONFIG),
+                               json.dumps(dict(task="squad", **info), indent=2) + "\n")
+
+  # --- training ----------------------------------------------------------
+
+  def train_dataset(self, batch_size, input_context):
+    del input_context  # one worker reads all the features
+    arrays = {k: tf.constant(v) for k, v in self.train_arrays.items()}
+    n = len(self.train_arrays["input_ids"])
+
+    def gather(idx):
+      x = {k: tf.gather(arrays[k], idx) for k in FEATURE_NAMES}
+      y = {k: tf.gather(arrays[k], idx) for k in ("start_positions", "end_positions")}
+      return x, y
+    # Shuffled indices (a small, checkpointable buffer), gathered per batch.
+    return (tf.data.Dataset.range(n)
+            .shuffle(n, seed=self.params.seed, reshuffle_each_iteration=True)
+            .repeat().batch(batch_size, drop_remainder=True)
+            .map(gather).prefetch(2))
+
+  def compute_loss(self, model, features, totals=None):
+    del totals
+    x, y = features
+    out = model(x, training=True)
+    loss = models.span_loss(out["start_logits"], out["end_logits"],
+                            y["start_positions"], y["end_positions"])
+    sums = {"loss_sum": tf.reduce_sum(loss),
+            "examples": tf.cast(tf.shape(loss)[0], tf.float32)}
+    return tf.reduce_sum(loss) / float(self.params.train_batch_size), sums
+
+  def train_metrics(self, sums):
+    if not sums.get("examples"):
+      return {}
+    return {"loss": sums["loss_sum"] / sums["examples"]}
+
+  # --- evaluation, prediction --------------------------------------------
+
+  def write_predictions(self, model, output_dir: str,
+                        print_fn: Callable[[str], None] = print) -> list:
+    """Predicts every predict feature and writes the original's files.
+
+    Returns:
+      the paths written: ``predictions.json``, ``nbest_predictions.json``
+      and, with ``version_2_with_negative``, ``null_odds.json``.
+    """
+    p = self.params
+    starts, ends = predict_logits(model, self.predict_arrays, p.predict_batch_size,
+                                  print_fn)
+    results = [squad_data.RawResult(unique_id=int(f.unique_id),
+                                    start_logits=[float(v) for v in s],
+                                    end_logits=[float(v) for v in e])
+               for f, s, e in zip(self.predict_features, starts, ends)]
+    os.makedirs(output_dir, exist_ok=True)
+    paths = [os.path.join(output_dir, PREDICTIONS_FILE),
+             os.path.join(output_dir, NBEST_FILE),
+             os.path.join(output_dir, NULL_ODDS_FILE)]
+    squad_data.write_predictions(
+        self.predict_examples, self.predict_features, results, p.n_best_size,
+        p.max_answer_length, p.do_lower_case, paths[0], paths[1], paths[2],
+        version_2_with_negative=p.version_2_with_negative,
+        null_score_diff_threshold=p.null_score_diff_threshold,
+        verbose_logging=p.verbose_logging)
+    return paths if p.version_2_with_negative else paths[:2]
+
+  def evaluate(self, model, print_fn):
+    """Writes the prediction files into ``output_dir`` and returns the
+    official metrics of ``predict_file`` (numbers only; {} without answers)."""
+    p = self.params
+    files = self.write_predictions(model, p.output_dir, print_fn)
+    if not self.has_answers:
+      return {}
+    results = squad_metrics.evaluate_file(
+        p.predict_file, files[0],
+        null_odds_file=files[2] if p.version_2_with_negative else None,
+        version_2_with_negative=p.version_2_with_negative)
+    out = {k: float(v) for k, v in results.items()
+           if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    print_fn("%s (%d questions, %d features): %s" % (
+        os.path.basename(p.predict_file), len(self.predict_examples),
+        len(self.predict_features),
+        "  ".join("%s=%.4f" % (k, v) for k, v in sorted(out.items()))))
+    print_fn(json.dumps(out, sort_keys=True))  # the official scripts' output line
+    return out
+
+  def predict(self, model, output_dir, print_fn):
+    return self.write_predictions(model, output_dir, print_fn)

@@ -6,6 +6,11 @@
   within 1e-5 on real SQuAD question/context pairs.
 * The original TF1 names (``bert/...`` + ``cls/squad/output_weights`` [2, H],
   ``cls/squad/output_bias`` [2]): write, reload, identical outputs.
+* The ORIGINAL ``run_squad.create_model`` graph (bert-tensorflow 1.0.4,
+  patched as ``tests/original_squad.py`` does): its random-init checkpoint
+  loaded by ``from_preset`` gives its logits, and our weights written under
+  the TF1 names restore into its ``tf.train.Saver`` (every name and shape
+  exact) and give ours.
 * ``.keras`` save/load, serialization, the span loss against the original's
   one-hot formula, mixed precision.
 """
@@ -23,7 +28,39 @@ from bert_tf import config as config_lib
 from bert_tf import tokenization
 from bert_tf.modeling import BertQuestionAnswerer
 from bert_tf.modeling import models
-from conftest import SHARED, VOCAB
+from conftest import SHARED, VOCAB, run_tool
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# Runs in tests/ (imports original_squad for the patched package copy).
+ORIGINAL_CREATE_MODEL = r"""
+import sys
+import original_squad  # sets TF_USE_LEGACY_KERAS before TensorFlow loads
+workdir = sys.argv[1]
+original_squad.patched_package(workdir)
+import numpy as np
+import tensorflow.compat.v1 as tf
+tf.disable_eager_execution()
+from bert import modeling
+from bert import run_squad as rs
+rs.FLAGS.mark_as_parsed()
+case = np.load(workdir + "/case.npz")
+config = modeling.BertConfig.from_json_file(workdir + "/bert_config.json")
+tf.set_random_seed(1234)
+start, end = rs.create_model(config, False, tf.constant(case["input_ids"]),
+                             tf.constant(case["input_mask"]),
+                             tf.constant(case["segment_ids"]), False)
+saver = tf.train.Saver()
+out = {}
+with tf.Session() as sess:
+  sess.run(tf.global_variables_initializer())
+  saver.save(sess, workdir + "/orig/model.ckpt")
+  out["init_start"], out["init_end"] = sess.run([start, end])
+  saver.restore(sess, workdir + "/ours/model.ckpt")
+  out["ours_start"], out["ours_end"] = sess.run([start, end])
+  out["names"] = np.array(sorted(v.op.name for v in tf.global_variables()))
+np.savez(workdir + "/original.npz", **out)
+"""
 
 
 def squad_pairs(n=4):
@@ -180,6 +217,38 @@ def test_tf1_names_round_trip(tmp_path):
   half = checkpoints.save_tf1_checkpoint(named[:-1], str(tmp_path / "half" / "model.ckpt"))
   with pytest.raises(checkpoints.CheckpointError, match="cls/squad/output_bias"):
     checkpoints.load_question_answerer_weights(models.build_question_answerer(cfg), half)
+
+
+def test_original_run_squad_create_model_both_ways(tmp_path, original_bert):
+  """Original graph <-> ours through TF1 checkpoints (tanh GELU on both sides)."""
+  del original_bert  # the fixture checks the package is installed
+  cfg = tiny_config()
+  assert cfg.hidden_act == "gelu"  # the original's tanh form
+  work = tmp_path / "work"
+  work.mkdir()
+  cfg.to_json_file(str(work / "bert_config.json"))
+  x = random_inputs(batch=3, seq=12)
+  np.savez(str(work / "case.npz"), **x)
+  ours = models.build_question_answerer(cfg)
+  randomize(ours, seed=3)
+  checkpoints.save_tf1_checkpoint(checkpoints.question_answerer_variables(ours),
+                                  str(work / "ours" / "model.ckpt"))
+  run_tool(["-c", ORIGINAL_CREATE_MODEL, str(work)], cwd=HERE)
+  ref = np.load(str(work / "original.npz"))
+  # Every variable of the original graph is one of ours, by name.
+  assert sorted(ref["names"].tolist()) == sorted(
+      n for n, _ in checkpoints.question_answerer_variables(ours))
+  # Ours -> original: same logits.
+  want = ours(x)
+  np.testing.assert_allclose(ref["ours_start"], want["start_logits"].numpy(), atol=1e-5)
+  np.testing.assert_allclose(ref["ours_end"], want["end_logits"].numpy(), atol=1e-5)
+  # Original -> ours (from_preset of a fine-tuned-style model.ckpt): same logits.
+  cfg.to_json_file(str(work / "orig" / "bert_config.json"))  # the original's run layout
+  loaded = BertQuestionAnswerer.from_preset(str(work / "orig"))
+  got = loaded(x)
+  np.testing.assert_allclose(got["start_logits"].numpy(), ref["init_start"], atol=1e-5)
+  np.testing.assert_allclose(got["end_logits"].numpy(), ref["init_end"], atol=1e-5)
+  assert np.abs(ref["init_start"] - ref["init_end"]).max() > 1e-3  # two real rows
 
 
 def test_our_checkpoints_and_keras_file(tmp_path):

@@ -95,9 +95,14 @@ def as_batch(text):
   Signature shapes are not enforced at run time (neither by
   ``tf.saved_model.load`` signatures nor by TF Serving), so a [B, 1] or
   scalar request is given the defined meaning "these strings, in row-major
-  order" instead of reaching the tokenizer with an unexpected rank.
+  order" instead of reaching the tokenizer with an unexpected rank. A plain
+  ``tf.reshape(text, [-1])`` is not enough: the signature declares [B], so
+  grappler removes that reshape as a no-op and a [B, 1] request would reach
+  the ops unflattened. ``PlaceholderWithDefault`` with an unknown shape hides
+  the declared shape, so the reshape stays.
   """
-  return tf.reshape(text, [-1])
+  hidden = tf.compat.v1.placeholder_with_default(text, shape=None)
+  return tf.reshape(hidden, [-1])
 
 
 def check_same_batch(text_a, text_b):

@@ -94,20 +94,6 @@ WARMUP_CONTEXTS = (
     "The Caf\u00e9 de Flore is in Paris. " * 60)
 
 
-def _flat(strings):
-  """``strings`` as [B], any rank flattened in row-major order.
-
-  Signature shapes are not enforced at run time (neither by
-  ``tf.saved_model.load`` signatures nor by TF Serving). A plain
-  ``tf.reshape(x, [-1])`` is not enough: the signature declares [B], so
-  grappler removes that reshape as a no-op and a [B, 1] request would reach
-  the ops unflattened. ``PlaceholderWithDefault`` with an unknown shape hides
-  the declared shape, so the reshape stays.
-  """
-  hidden = tf.compat.v1.placeholder_with_default(strings, shape=None)
-  return tf.reshape(hidden, [-1])
-
-
 def _row_ids(ragged):
   return tf.cast(ragged.value_rowids(), tf.int64)
 
@@ -370,8 +356,8 @@ class SquadServingModule(tf.Module):
 
   def answer(self, question, context):
     """The serving computation on flat [B] batches; returns the output dict."""
-    question = _flat(question)
-    context = self.sanitize_utf8(_flat(context))
+    question = saved_model.as_batch(question)
+    context = self.sanitize_utf8(saved_model.as_batch(context))
     batch = tf.shape(context, tf.int64)[0]
     query_ids = self.preprocessor.tokenize(question)[:, :self.max_query_length]
     ids, start_char, end_char = self.tokenize_context(context)
@@ -404,7 +390,7 @@ class SquadServingModule(tf.Module):
     return out
 
   def _serve(self, question, context):
-    question, context = _flat(question), _flat(context)
+    question, context = saved_model.as_batch(question), saved_model.as_batch(context)
     check = tf.debugging.assert_equal(
         tf.size(question), tf.size(context),
         message="question and context must hold the same number of strings")

@@ -88,6 +88,7 @@ import json
 import math
 import os
 import random
+import re
 import shlex
 import statistics
 import subprocess
@@ -459,11 +460,26 @@ def run_ours(args, seed, train_file, dev_file, out_dir):
             "--null_score_diff_threshold=%g" % args.null_score_diff_threshold]
   print("ours: " + " ".join(shlex.quote(c) for c in cmd), flush=True)
   start = time.time()
-  subprocess.run(cmd, check=True, cwd=ROOT)
+  counts = {}
+  with subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE,
+                        stderr=subprocess.STDOUT, text=True) as proc:
+    for line in proc.stdout:  # echoed; the tool's counts are picked up
+      sys.stdout.write(line)
+      sys.stdout.flush()
+      m = re.search(r"^fine-tuning on .*: (\d+) questions, (\d+) features, "
+                    r"(\d+) steps", line)
+      if m:
+        counts.update(train_features=int(m.group(2)), steps=int(m.group(3)))
+      m = re.search(r"^predicting .*: (\d+) questions, (\d+) features", line)
+      if m:
+        counts["dev_features"] = int(m.group(2))
+  if proc.returncode:
+    sys.exit("tools/run_squad.py failed (exit status %d)" % proc.returncode)
   seconds = time.time() - start
   pred_file = os.path.join(out_dir, "predictions.json")
   odds_file = os.path.join(out_dir, "null_odds.json") if args.version == 2 else None
   res = score(dev_file, pred_file, odds_file, args.version)
+  res.update(counts)
   res.update(seconds=seconds, predictions=pred_file)
   try:
     with open(os.path.join(out_dir, "eval_results.txt"), encoding="utf-8") as f:
@@ -519,9 +535,9 @@ def accuracy(args, info, lines):
   lines.append("")
   extra = args.version == 2
   lines.append("| implementation | seeds | EM mean | EM sd (min..max) | F1 mean "
-               "| F1 sd (min..max) |%s steps | seconds/run |"
+               "| F1 sd (min..max) |%s train windows | steps | seconds/run |"
                % (" best F1 mean |" if extra else ""))
-  lines.append("|---|---|---|---|---|---|%s---|---|" % ("---|" if extra else ""))
+  lines.append("|---|---|---|---|---|---|%s---|---|---|" % ("---|" if extra else ""))
   summary = {}
   for key, name, _ in sides:
     rs = results[key]
@@ -536,8 +552,9 @@ def accuracy(args, info, lines):
       best = " %s |" % ("%.2f" % statistics.fmean(bf) if bf else "-")
       if bf:
         summary[key]["best_f1_mean"] = statistics.fmean(bf)
-    lines.append("| %s | %d | %.2f | %.2f (%.2f..%.2f) | %.2f | %.2f (%.2f..%.2f) |%s %s | %.0f |" % (
+    lines.append("| %s | %d | %.2f | %.2f (%.2f..%.2f) | %.2f | %.2f (%.2f..%.2f) |%s %s | %s | %.0f |" % (
         name, len(rs), em[0], em[1], em[2], em[3], f1[0], f1[1], f1[2], f1[3], best,
+        rs[0].get("train_features", "?"),
         "/".join(str(r.get("steps", "?")) for r in rs),
         statistics.fmean(r["seconds"] for r in rs)))
   if len(sides) == 2:

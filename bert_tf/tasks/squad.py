@@ -118,8 +118,12 @@ def resolve_config_and_vocab(params: SquadParams):
   finished run). The vocab: ``--vocab_file``, else ``vocab.txt`` of the
   Hugging Face directory or beside the config.
 
+  Source: the original's required ``--bert_config_file`` / ``--vocab_file``
+  (``run_squad.main``), with the defaults above added.
+
   Raises:
-    ConfigError / VocabError: naming the flag that is missing.
+    ConfigError / VocabError: naming the flag that is missing;
+    InputError: a ``--vocab_file`` that does not exist.
   """
   ic = params.init_checkpoint
   hf = ic if (ic and checkpoints.is_hf_dir(ic)) else None
@@ -159,6 +163,10 @@ def has_gold_answers(predict_file: str) -> bool:
   """True when a SQuAD file can be scored: some question has an answer or
   an ``is_impossible`` mark (a v1.1/v2.0 dev file, not a test file).
 
+  Source: the official ``evaluate-v1.1.py`` / ``evaluate-v2.0.py`` score
+  the ``answers`` (and ``is_impossible``) of the dataset file; the original
+  ``run_squad.py`` never scores.
+
   Raises:
     InputError: unreadable / not JSON (argument ``predict_file``).
   """
@@ -176,8 +184,14 @@ def has_gold_answers(predict_file: str) -> bool:
   return False
 
 
-def features_to_arrays(features, with_positions: bool) -> dict:
+def features_to_arrays(features: "list[squad_data.InputFeatures]",
+                       with_positions: bool) -> dict:
   """Feature lists -> numpy int32 arrays.
+
+  Source: what the original's ``FeatureWriter`` writes per feature and its
+  ``input_fn_builder`` reads back (``input_ids``, ``input_mask``,
+  ``segment_ids``, ``start_positions``, ``end_positions``; int64 there,
+  cast to int32 as the original's ``_decode_record`` does).
 
   Args:
     features: :class:`bert_tf.data.squad.InputFeatures` list.
@@ -199,12 +213,15 @@ _PREDICT_FNS = weakref.WeakKeyDictionary()
 
 
 def predict_logits(model, arrays: dict, batch_size: int,
-                   print_fn: Optional[Callable[[str], None]] = None):
+                   print_fn: Optional[Callable[[str], None]] = None
+                   ) -> "tuple[np.ndarray, np.ndarray]":
   """Start and end logits of every feature, in fixed-shape batches.
 
   Every model call gets ``batch_size`` rows (the last batch is padded with
   zero rows, whose outputs are dropped), so one traced function serves the
-  whole set (cached per model).
+  whole set (cached per model). Source: the prediction loop of
+  ``run_squad.main`` (``estimator.predict`` with ``predict_batch_size``; a
+  TPU needs the fixed shapes too).
 
   Args:
     model: a :class:`bert_tf.modeling.BertQuestionAnswerer`.

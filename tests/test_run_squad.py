@@ -115,6 +115,11 @@ def test_task_inputs_steps_and_loss(tmp_path):
     i = by_ids[tuple(row)]
     assert (s, e) == (task.train_arrays["start_positions"][i],
                       task.train_arrays["end_positions"][i])
+  # Two workers: disjoint shares of the same shuffled order (one global batch).
+  shares = [next(iter(task.train_dataset(4, tf.distribute.InputContext(2, i, 2))))[0]
+            for i in range(2)]
+  assert sorted(map(tuple, np.concatenate([b["input_ids"].numpy() for b in shares]))) == \
+      sorted(map(tuple, x["input_ids"].numpy()))
   # The loss: the original's mean of start and end CE (here summed and divided
   # by the global batch); an untrained head scores ~ln(128) per position.
   model = task.build_model()

@@ -423,7 +423,15 @@ class QuestionAnsweringTask(base.Task):
   # --- training ----------------------------------------------------------
 
   def train_dataset(self, batch_size, input_context):
-    del input_context  # one worker reads all the features
+    """Repeated ``(features, positions)`` batches of ``batch_size`` rows:
+    int32 [B, S] ``input_ids``/``input_mask``/``segment_ids`` and int32 [B]
+    ``start_positions``/``end_positions``.
+
+    The feature indices are shuffled (seeded, every epoch anew) and gathered
+    per batch, so the checkpointed input position is a small index buffer.
+    On a multi-worker job every worker shuffles alike and takes its own
+    share of the indices (``input_context``): no feature twice in a step.
+    """
     arrays = {k: tf.constant(v) for k, v in self.train_arrays.items()}
     n = len(self.train_arrays["input_ids"])
 
@@ -431,11 +439,13 @@ class QuestionAnsweringTask(base.Task):
       x = {k: tf.gather(arrays[k], idx) for k in FEATURE_NAMES}
       y = {k: tf.gather(arrays[k], idx) for k in ("start_positions", "end_positions")}
       return x, y
-    # Shuffled indices (a small, checkpointable buffer), gathered per batch.
-    return (tf.data.Dataset.range(n)
-            .shuffle(n, seed=self.params.seed, reshuffle_each_iteration=True)
-            .repeat().batch(batch_size, drop_remainder=True)
-            .map(gather).prefetch(2))
+    ds = (tf.data.Dataset.range(n)
+          .shuffle(n, seed=self.params.seed, reshuffle_each_iteration=True)
+          .repeat())
+    if input_context is not None and input_context.num_input_pipelines > 1:
+      ds = ds.shard(input_context.num_input_pipelines,
+                    input_context.input_pipeline_id)
+    return ds.batch(batch_size, drop_remainder=True).map(gather).prefetch(2)
 
   def compute_loss(self, model, features, totals=None):
     del totals

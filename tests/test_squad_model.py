@@ -160,6 +160,16 @@ def test_hf_bert_for_question_answering_parity(minilm_dir, tmp_path):
   # The head matters: a different head gives different logits.
   assert np.abs(ours["start_logits"].numpy() - ours["end_logits"].numpy()).max() > 0.1
 
+  # The older PyTorch layout (pytorch_model.bin, no safetensors): same model.
+  bin_dir = tmp_path / "hf_bin"
+  bin_dir.mkdir()
+  torch.save(ref.state_dict(), str(bin_dir / "pytorch_model.bin"))
+  with open(os.path.join(hf_dir, "config.json"), "rb") as f:
+    (bin_dir / "config.json").write_bytes(f.read())
+  from_bin = BertQuestionAnswerer.from_preset(str(bin_dir))
+  np.testing.assert_array_equal(from_bin(x)["start_logits"].numpy(),
+                                ours["start_logits"].numpy())
+
   # --init_checkpoint path of the task: same loader, same weights.
   again = models.build_question_answerer(model.config)
   what = checkpoints.load_question_answerer_weights(again, hf_dir)

@@ -526,10 +526,10 @@ def accuracy(args, info, lines):
       results[key].append(res)
       print("%s seed %d: EM %.2f F1 %.2f (%.0f s)" % (
           key, seed, res["exact_match"], res["f1"], res["seconds"]), flush=True)
-  lines.append("SQuAD v%s: %s (%d train questions) -> %s (%d dev questions); "
+  lines.append("SQuAD v%s: %s: %d train questions, %d dev questions (first N, file order); "
                "seq %d, doc_stride %d, %g epochs, lr %g, batch %d, seeds %s"
                % ("1.1" if args.version == 1 else "2.0", data_dir, n_train,
-                  os.path.basename(dev_file), n_dev, args.max_seq_length,
+                  n_dev, args.max_seq_length,
                   args.doc_stride, args.epochs, args.learning_rate,
                   args.batch_size, args.seeds))
   lines.append("")
@@ -770,7 +770,7 @@ def speed(args, info, lines):
                   args.steps))
   lines.append("tf %s, torch threads %d" % (tf.__version__, args.threads))
   lines.append("")
-  lines.append("| implementation | s/step | examples/s | vs HF |")
+  lines.append("| implementation | s/step | examples (windows)/s | vs HF |")
   lines.append("|---|---|---|---|")
   hf_rate = [r["examples_per_second"] for r in train_rows if "transformers" in r["name"]]
   for r in train_rows:

@@ -301,3 +301,30 @@ def test_fine_tuning_minilm_learns_spans(minilm_dir, tmp_path):
   assert trained["global_step"] == 75, lines
   assert untrained["f1"] < 16, untrained
   assert trained["f1"] > 18 and trained["f1"] > untrained["f1"] + 8, (untrained, trained)
+
+
+@pytest.mark.slow
+def test_resume_is_exact(tmp_path):
+  """Stopped at step 4 and resumed: every variable equals an uninterrupted
+  run's (weights, optimizer, dropout RNG and the shuffled input position)."""
+  from bert_tf import runner  # pylint: disable=g-import-not-at-top
+
+  def run(out, **overrides):
+    p = tiny_params(tmp_path, output_dir=str(tmp_path / out), do_predict=False,
+                    iterations_per_loop=2, save_checkpoints_steps=2,
+                    deterministic=True)
+    got = {}
+    runner.Runner(runner.RunnerParams.from_params(p, **overrides),
+                  lambda s: None).run(
+        squad.QuestionAnsweringTask(p, do_predict=False),
+        tf.distribute.OneDeviceStrategy("/cpu:0"), do_train=True,
+        on_finish=lambda m, o: got.update(
+            {"%03d" % i: v.numpy() for i, v in enumerate(m.variables + o.variables)}))
+    return got
+
+  whole = run("whole")
+  run("resumed", stop_at_step=4)
+  resumed = run("resumed")
+  assert sorted(whole) == sorted(resumed)
+  differ = [k for k in whole if whole[k].tobytes() != resumed[k].tobytes()]
+  assert not differ, differ

@@ -35,6 +35,8 @@ _API = {
     "BertClassifier": "bert_tf.modeling.models",
     "build_pretrainer": "bert_tf.modeling.models",
     "build_classifier": "bert_tf.modeling.models",
+    "BertQuestionAnswerer": "bert_tf.modeling.models",
+    "build_question_answerer": "bert_tf.modeling.models",
     "create_optimizer": "bert_tf.optimization",
     "AdamWeightDecay": "bert_tf.optimization",
     "load_encoder_weights": "bert_tf.checkpoints",

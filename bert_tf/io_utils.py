@@ -15,6 +15,11 @@ def temp_name(path):
   d, base = os.path.split(os.path.abspath(path))
   fd, tmp = tempfile.mkstemp(prefix=".%s." % base, suffix=".tmp", dir=d)
   os.close(fd)
+  # mkstemp makes the file 0600; the finished file gets the mode a plain
+  # open() would give it (0666 less the umask).
+  umask = os.umask(0)
+  os.umask(umask)
+  os.chmod(tmp, 0o666 & ~umask)
   return tmp
 
 

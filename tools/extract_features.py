@@ -1,0 +1,83 @@
+"""Extracts fixed contextual features (hidden states) of every token.
+
+Flags and output follow google-research/bert ``extract_features.py`` (paper
+section 5.3): ``--input_file`` holds one example per line, ``text_a`` or
+``text_a ||| text_b``; ``--output_file`` gets one JSON line per input line,
+``{"linex_index": i, "features": [{"token": "[CLS]", "layers": [{"index":
+-1, "values": [...]}, ...]}, ...]}`` with values rounded to 6 decimals,
+written atomically (nothing appears on error). An empty input line gives
+the tokens ``[CLS]`` ``[SEP]``, as in the original; a line with more than one
+``|||`` is an error naming the file and line.
+
+Added: ``--init_checkpoint`` also takes a Hugging Face BERT directory (then
+``--bert_config_file`` and ``--vocab_file`` default to its files) or our
+checkpoints; ``--bert_config_file`` / ``--vocab_file`` default to the files
+beside the checkpoint. ``--use_tpu``, ``--master``, ``--num_tpu_cores`` and
+``--use_one_hot_embeddings`` are accepted for compatibility and ignored.
+
+  python tools/extract_features.py --input_file=input.txt \
+    --output_file=/tmp/output.jsonl --vocab_file=$BERT/vocab.txt \
+    --bert_config_file=$BERT/bert_config.json \
+    --init_checkpoint=$BERT/bert_model.ckpt --layers=-1,-2,-3,-4 \
+    --max_seq_length=128 --batch_size=8
+"""
+
+import sys
+
+from bert_tf.tools import _startup
+_startup.setup(tensorflow=True)
+
+from absl import app
+from absl import flags
+
+from bert_tf.tools import _common
+from bert_tf.tasks import feature_extraction
+
+FLAGS = flags.FLAGS
+TOOL = "extract_features"
+
+flags.DEFINE_string("input_file", None, "Input text: one example per line, "
+                    "'text_a' or 'text_a ||| text_b'.")
+flags.DEFINE_string("output_file", None, "Output JSON-lines file (written atomically).")
+flags.DEFINE_string("layers", "-1,-2,-3,-4", "Comma-separated encoder layer indexes "
+                    "(-1 = last layer; Python indexing over the L layers).")
+flags.DEFINE_string("bert_config_file", None, "bert_config.json of the pre-trained "
+                    "model (default: a Hugging Face --init_checkpoint's config.json, "
+                    "or bert_config.json beside the checkpoint).")
+flags.DEFINE_integer("max_seq_length", 128, "Maximum tokens per example after "
+                     "WordPiece tokenization, [CLS]/[SEP] included; longer "
+                     "examples are truncated.")
+flags.DEFINE_string("init_checkpoint", None, "Weights: an original TF1 checkpoint "
+                    "(bert_model.ckpt), a Hugging Face BERT directory, or ours.")
+flags.DEFINE_string("vocab_file", None, "The vocabulary file the model was trained "
+                    "on (default: vocab.txt of a Hugging Face --init_checkpoint or "
+                    "beside the config).")
+flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (uncased models).")
+flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.")
+flags.DEFINE_bool("use_tpu", False, "Accepted for compatibility; ignored.")
+flags.DEFINE_string("master", None, "Accepted for compatibility; ignored.")
+flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility; ignored.")
+flags.DEFINE_bool("use_one_hot_embeddings", False, "Accepted for compatibility; ignored.")
+flags.mark_flags_as_required(["input_file", "output_file", "init_checkpoint"])
+
+
+def main(argv):
+  if len(argv) > 1:
+    sys.exit("%s: error: unexpected arguments: %s" % (TOOL, " ".join(argv[1:])))
+  try:
+    feature_extraction.extract_features(
+        FLAGS.input_file, FLAGS.output_file, FLAGS.init_checkpoint,
+        bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
+        layers=FLAGS.layers, max_seq_length=FLAGS.max_seq_length,
+        batch_size=FLAGS.batch_size, do_lower_case=FLAGS.do_lower_case)
+  except _common.REPORTED as e:
+    _common.fail(TOOL, e)
+
+
+def run():
+  """Console-script entry point."""
+  app.run(main)
+
+
+if __name__ == "__main__":
+  run()

@@ -28,6 +28,7 @@ from bert_tf import runner
 from bert_tf.tasks import classification
 from bert_tf.tasks import pretraining
 from bert_tf.tasks import squad
+from bert_tf.tasks import swag
 
 
 def run_pretraining(config: config_lib.BertConfig,
@@ -174,3 +175,50 @@ def run_squad(params: squad.SquadParams, strategy,
         squad.PREDICTIONS_FILE, squad.NBEST_FILE) + (
             (squad.NULL_ODDS_FILE,) if params.version_2_with_negative else ())]
   return results
+
+
+def run_swag(params: swag.SwagParams, strategy,
+             print_fn: Callable[[str], None] = print,
+             exporter: Optional[Callable] = None) -> dict:
+  """Fine-tunes a multiple-choice model (SWAG layout, paper section 4.4),
+  evaluates and predicts, as ``params.do_train`` / ``do_eval`` /
+  ``do_predict`` ask.
+
+  Files in ``output_dir``: checkpoints (``ckpt-N``), ``bert_config.json``,
+  ``vocab.txt``, ``swag_config.json`` (``num_choices``, ``do_lower_case``,
+  ``max_seq_length``), ``eval_results.txt`` (``eval_accuracy``,
+  ``eval_loss``, ``global_step``; dev evaluation after every epoch when
+  training), ``best/`` (the best dev model), ``predictions.csv`` (the test
+  file: id, predicted choice, one probability per choice, label). Prediction
+  and export use ``best/`` when it exists, else the final weights.
+
+  Args:
+    params: :class:`bert_tf.tasks.swag.SwagParams`.
+    strategy: a ``tf.distribute.Strategy``.
+    print_fn: progress lines go here.
+    exporter: optional ``exporter(model, task) -> path`` called with the
+      final (best) model when ``params.export_dir`` is set, e.g. a closure
+      over :func:`bert_tf.export.export_multiple_choice` (``task.preprocessor``,
+      ``task.num_choices``).
+
+  Returns:
+    dict: ``eval_*`` results and ``global_step``, ``best_step`` /
+    ``best_eval_accuracy``, ``test_files``, ``export_path``, as they apply.
+
+  Raises:
+    bert_tf.errors.BertTfError subclasses naming the bad flag, file and
+    line, before any file is written.
+  """
+  task = swag.MultipleChoiceTask(params)
+  if params.do_train:
+    print_fn("fine-tuning on %s: %d examples of %d choices, %d steps (batch %d, "
+             "%.3g epochs)" % (swag.data_path(params, "train_file"), len(task.train),
+                               task.num_choices, task.num_train_steps,
+                               params.train_batch_size, params.num_train_epochs))
+  export_fn = None
+  if exporter is not None and params.export_dir:
+    export_fn = lambda model: exporter(model, task)  # pylint: disable=unnecessary-lambda-assignment
+  return runner.Runner(runner.RunnerParams.from_params(params), print_fn).run(
+      task, strategy, do_train=params.do_train, do_eval=bool(task.dev),
+      do_predict=bool(task.test), eval_at_steps=task.eval_at_steps() if task.dev else (),
+      export_fn=export_fn)

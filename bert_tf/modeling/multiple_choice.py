@@ -1,0 +1,228 @@
+"""``BertMultipleChoice``: one score per choice, softmax over the choices
+(paper section 4.4, SWAG).
+
+Source: the paper, section 4.4 ("we construct four input sequences, each
+containing the concatenation of the given sentence (sentence A) and a
+possible continuation (sentence B). The only task-specific parameters
+introduced is a vector whose dot product with the [CLS] token
+representation C denotes a score for each choice which is normalized with a
+softmax layer"); the layout of Hugging Face ``BertForMultipleChoice``
+(``classifier.weight`` [1, H], ``classifier.bias`` [1], dropout on the
+pooled output, which the original code, having no SWAG script, lacks).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import keras
+import tensorflow as tf
+
+from bert_tf import checkpoints
+from bert_tf import config as config_lib
+from bert_tf import errors
+from bert_tf.modeling import encoder as encoder_lib
+from bert_tf.modeling import layers as bert_layers
+from bert_tf.modeling import models
+from bert_tf.modeling import presets
+
+FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
+# Hugging Face BertForMultipleChoice head -> our head variables (no transpose:
+# classifier.weight is [1, H], our output_weights too).
+HF_HEAD = {"output_weights": "classifier.weight", "output_bias": "classifier.bias"}
+
+
+@bert_layers.serializable
+class BertMultipleChoice(keras.Model):
+  """Encoder over every choice + dropout + a one-output dense head.
+
+  ``inputs`` [B, N, S] are flattened to [B*N, S], the encoder's
+  ``pooled_output`` [B*N, H] goes through dropout (``hidden_dropout_prob``)
+  and :class:`~bert_tf.modeling.models.DenseHead` with one output
+  (``output_weights`` [1, H], TruncatedNormal(initializer_range); 
+  ``output_bias`` [1], zeros), and the scores are reshaped to logits
+  [B, N]. N is taken from the inputs: the same weights score any number of
+  choices (as Hugging Face ``BertForMultipleChoice``). Sub-layers ``bert``
+  (:class:`BertEncoder`), ``dropout``, ``classifier``. Saves to ``.keras``.
+
+  Args:
+    config: a :class:`bert_tf.config.BertConfig` or its dict.
+
+  Call args:
+    inputs: dict with int32 (or int64) ``input_ids``, ``input_mask``,
+      ``segment_ids``, each [B, N, S].
+    training: enables dropout.
+
+  Returns:
+    float32 logits [B, N] (float32 under a mixed dtype policy too); the
+    choice probabilities are their softmax over N.
+
+  Raises:
+    ConfigError: ``config`` is neither a ``BertConfig`` nor a valid dict.
+
+  Example:
+    >>> model = BertMultipleChoice(config_lib.preset("tiny"))
+    >>> x = {k: tf.zeros([2, 4, 16], tf.int32) for k in FEATURE_NAMES}
+    >>> model(x).shape
+    TensorShape([2, 4])
+    >>> model = BertMultipleChoice.from_preset("hf_swag_dir/")  # doctest: +SKIP
+  """
+
+  def __init__(self, config: "config_lib.BertConfig | dict", **kwargs):
+    super().__init__(**kwargs)
+    config = config_lib.as_bert_config(config)
+    self.config = config
+    self.encoder = encoder_lib.BertEncoder(config, name="bert")
+    self.dropout = bert_layers.Dropout(config.hidden_dropout_prob, name="dropout")
+    self.classifier = models.DenseHead(config, 1, name="classifier")
+    self.built = True  # every weight exists: .keras loading needs no build
+
+  def get_config(self) -> dict:
+    """Keras config: ``name``, ``trainable``, ``dtype``, ``config``."""
+    return dict(models._model_base_config(self), config=self.config.to_dict())  # pylint: disable=protected-access
+
+  @classmethod
+  def from_config(cls, config: dict) -> "BertMultipleChoice":
+    """Inverse of :meth:`get_config`."""
+    return cls(**config)
+
+  @classmethod
+  def from_preset(cls, preset: str,
+                  config: "config_lib.BertConfig | None" = None,
+                  **kwargs) -> "BertMultipleChoice":
+    """A multiple-choice model with pretrained weights.
+
+    The head is loaded too when the preset has one: a Hugging Face
+    ``BertForMultipleChoice`` directory (``classifier.weight`` [1, H],
+    ``classifier.bias`` [1]), our ``run_swag`` runs and ``.keras``
+    multiple-choice models. From any other checkpoint (a Hugging Face
+    ``BertModel``, an original ``bert_model.ckpt``, a pretraining run) only
+    the encoder (pooler included) is loaded and the head keeps its
+    initialization.
+
+    Args:
+      preset: a path, see :meth:`BertEncoder.from_preset`.
+      config: the BertConfig when no config sits beside ``preset``.
+      **kwargs: model keyword arguments (``name``, ``dtype``).
+
+    Returns:
+      a :class:`BertMultipleChoice`.
+
+    Raises:
+      CheckpointError: nothing loadable at ``preset``, weights that do not
+        fit the config, or only one of the two head weights present.
+      ConfigError: no config found, or an invalid one.
+    """
+    kind, path, _ = presets.resolve(preset)
+    if kind == "hf":
+      cfg = (config_lib.as_bert_config(config) if config is not None
+             else checkpoints.read_hf_config(path))
+      model = cls(cfg, **kwargs)
+      load_multiple_choice_weights(model, path, source="from_preset(%r)" % preset)
+      return model
+    return presets.load(preset, "multiple_choice", lambda c: cls(c, **kwargs), config)
+
+  def call(self, inputs, training=False):
+    ids = inputs["input_ids"]
+    shape = tf.shape(ids)
+    batch, choices, length = shape[0], shape[1], shape[2]
+    flat = {k: tf.reshape(inputs[k], [batch * choices, length]) for k in FEATURE_NAMES}
+    pooled = self.encoder(flat, training=training)["pooled_output"]  # [B*N, H]
+    scores = self.classifier(self.dropout(pooled, training=training))  # [B*N, 1]
+    return tf.reshape(scores, [batch, choices])
+
+
+def choice_loss(logits, labels):
+  """Per-example softmax cross-entropy over the choices (paper section 4.4).
+
+  Args:
+    logits: float [B, N]; labels: int [B] (or [B, 1]) in 0..N-1.
+
+  Returns:
+    float32 [B].
+  """
+  return tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels=tf.reshape(tf.cast(labels, tf.int32), [-1]),
+      logits=tf.cast(logits, tf.float32))
+
+
+def build_multiple_choice(config) -> BertMultipleChoice:
+  """A :class:`BertMultipleChoice` with its weights created.
+
+  Args:
+    config: :class:`bert_tf.config.BertConfig`.
+
+  Returns:
+    the model (head ``output_weights`` [1, H], ``output_bias`` [1]).
+  """
+  return BertMultipleChoice(config)
+
+
+def load_hf_multiple_choice_head(model: BertMultipleChoice, model_dir: str) -> bool:
+  """Loads a Hugging Face ``BertForMultipleChoice`` head (``classifier``).
+
+  Returns:
+    True when the directory had the head, False when it has none (e.g. a
+    plain ``BertModel``).
+
+  Raises:
+    CheckpointError: unreadable file, half a head (``classifier.weight``
+      without ``classifier.bias`` or the reverse), or a shape mismatch.
+  """
+  tensors, path = checkpoints.read_hf_tensors(model_dir)
+  head = model.classifier
+  found = {ours: tensors[hf] for ours, hf in HF_HEAD.items() if hf in tensors}
+  if not found:
+    return False
+  if len(found) != len(HF_HEAD):
+    raise errors.CheckpointError("%s has only part of the multiple-choice head "
+                                 "(classifier.weight and classifier.bias)" % path)
+  for name, value in found.items():
+    var = getattr(head, name)
+    if tuple(value.shape) != tuple(var.shape):
+      raise errors.CheckpointError(
+          "%s: %s has shape %s, the model's head wants %s (a BertForMultipleChoice "
+          "head is [1, hidden] and [1])" % (path, HF_HEAD[name], tuple(value.shape),
+                                           tuple(var.shape)))
+  for name, value in found.items():
+    getattr(head, name).assign(value)
+  return True
+
+
+def load_multiple_choice_weights(model: BertMultipleChoice, init_checkpoint: str,
+                                 source: str = "--init_checkpoint") -> str:
+  """Initializes a multiple-choice model from any supported starting point.
+
+  * a Hugging Face directory: the encoder (with its pooler, which the score
+    reads) and the ``classifier`` head of a ``BertForMultipleChoice``;
+  * an original TF1 checkpoint: the encoder;
+  * one of ours: the whole model when the checkpoint is a multiple-choice
+    model's, else its encoder (pretraining or another task's run).
+
+  Returns:
+    a string saying what was loaded.
+
+  Raises:
+    CheckpointError: naming ``source`` and the file.
+  """
+  if checkpoints.is_hf_dir(init_checkpoint):
+    path = checkpoints.load_hf_weights(model.encoder, init_checkpoint)
+    head = load_hf_multiple_choice_head(model, init_checkpoint)
+    return "Hugging Face weights %s%s" % (
+        path, " (with the multiple-choice head)" if head else "")
+  argument = source.lstrip("-") if source.startswith("--") else None
+  if not (tf.io.gfile.exists(init_checkpoint) or
+          tf.io.gfile.glob(init_checkpoint + ".index")):
+    raise errors.CheckpointError("%s: %r does not exist" % (source, init_checkpoint),
+                                 argument=argument)
+  if checkpoints.is_tf1_checkpoint(init_checkpoint):
+    checkpoints.load_tf1_checkpoint(checkpoints.encoder_variables(model.encoder),
+                                    init_checkpoint)
+    return "original TF1 checkpoint " + init_checkpoint
+  try:
+    return "checkpoint %s (with the multiple-choice head)" % (
+        checkpoints.restore_object_checkpoint(init_checkpoint, source, model=model))
+  except errors.CheckpointError:
+    pass  # not a multiple-choice model's: its encoder
+  return "checkpoint " + checkpoints.restore_object_checkpoint(
+      init_checkpoint, source, encoder=model.encoder)

@@ -1,0 +1,168 @@
+"""Multiple-choice SavedModel: a context and its candidate endings in, the
+probability of each ending out (paper section 4.4, SWAG).
+
+The graph is the fine-tuning computation: the project's
+:class:`bert_tf.preprocessing.BertPreprocessor` with text pairs (the same
+object, the vocab a SavedModel asset) packs ``[CLS] context [SEP] ending
+[SEP]`` for every choice, :func:`bert_tf.preprocessing.trim_to_longest`
+drops padding columns (exact: padding is masked), the
+:class:`bert_tf.modeling.multiple_choice.BertMultipleChoice` scores every
+choice and a softmax over the choices gives the probabilities.
+
+Signature ``serving_default``:
+
+* inputs: ``context`` string [B] and ``endings`` string [B, N] (one row of
+  N endings per context; N = the export's ``num_choices``). The ending text
+  is what the tool builds from a SWAG row: ``sent2 + " " + ending<i>`` (or
+  the ending alone). Chosen over ``ending0`` .. ``ending{N-1}`` inputs
+  because one input keeps the signature the same for every N and a request
+  is one JSON row per example (``{"context": "...", "endings": [...]}``).
+  Another rank is flattened in row-major order: ``endings`` may also come
+  flat [B*N]; its size must be ``num_choices`` times ``context``'s, else
+  ``INVALID_ARGUMENT`` (nothing else is a serving error).
+* outputs: ``probabilities`` float32 [B, N] (softmax over the choices),
+  ``logits`` float32 [B, N], ``label_id`` int32 [B] (the argmax choice;
+  ties to the lower index).
+
+Every string is valid input: invalid UTF-8 is replaced by U+FFFD and then
+deleted (the preprocessor's ``sanitize``, as ``export.squad`` does), empty
+and whitespace-only strings give an empty segment (``[CLS] [SEP] [SEP]``),
+a 1 MB string is tokenized whole and truncated to ``max_seq_length`` by the
+round-robin trimmer, as a long classifier input is.
+
+The export holds ``assets.extra/tf_serving_warmup_requests`` and the
+metadata file (``bert_tf_export.json``: ``num_choices``, inputs, ops, the
+minimum TF Serving version), written by
+:func:`bert_tf.export.saved_model._write_export`.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import preprocessing
+from bert_tf.export import saved_model
+
+WARMUP_CONTEXTS = ("The most reasonable step of 'Bake Bread' is", "")
+WARMUP_ENDINGS = (("Knead the dough", "Paint the fence", "Wash the car", ""),
+                  ("", "yes", "Mix flour and water. " * 40, "no"))
+
+
+class MultipleChoiceServingModule(tf.Module):
+  """Preprocessor + :class:`BertMultipleChoice` behind a string signature.
+
+  Args:
+    model: a built :class:`bert_tf.modeling.multiple_choice.BertMultipleChoice`.
+    preprocessor: the :class:`bert_tf.preprocessing.BertPreprocessor` used
+      to fine-tune it.
+    num_choices: N, the number of endings per context.
+
+  Raises:
+    ValueError: ``num_choices`` < 1.
+
+  Example::
+
+    module = MultipleChoiceServingModule(model, task.preprocessor, 4)
+    out = module.serve(tf.constant(["He opens the door."]),
+                       tf.constant([["and walks in.", "a", "b", "c"]]))
+  """
+
+  def __init__(self, model, preprocessor: preprocessing.BertPreprocessor,
+               num_choices: int = 4):
+    super().__init__(name="bert_multiple_choice_serving")
+    if int(num_choices) < 1:
+      raise ValueError("num_choices must be at least 1, got %r" % (num_choices,))
+    saved_model._track_tf_variables(self, model)  # pylint: disable=protected-access
+    self.preprocessor = preprocessor
+    self.num_choices = int(num_choices)
+    self.serve = tf.function(self._serve, autograph=False, input_signature=[
+        tf.TensorSpec([None], tf.string, name="context"),
+        tf.TensorSpec([None, None], tf.string, name="endings")])
+
+  @property
+  def model(self):
+    return self._layer.obj
+
+  def predict(self, context, endings):
+    """The serving computation on ``context`` [B] and ``endings`` [B, N]
+    (already flattened / shaped); returns the signature's output dict."""
+    n = self.num_choices
+    batch = tf.size(context)
+    contexts = tf.reshape(tf.repeat(context, n), [-1])  # [B*N], row-major
+    features = preprocessing.trim_to_longest(
+        self.preprocessor(contexts, tf.reshape(endings, [-1])))
+    seq = tf.shape(features["input_ids"])[1]
+    features = {k: tf.reshape(v, [batch, n, seq]) for k, v in features.items()}
+    logits = tf.cast(self.model(features, training=False), tf.float32)
+    return {"probabilities": tf.nn.softmax(logits, axis=-1), "logits": logits,
+            "label_id": tf.argmax(logits, axis=-1, output_type=tf.int32)}
+
+  def _serve(self, context, endings):
+    context = saved_model.as_batch(context)
+    endings = saved_model.as_batch(endings)
+    check = tf.debugging.assert_equal(
+        tf.size(endings), tf.size(context) * self.num_choices,
+        message="endings must hold num_choices=%d strings per context" %
+        self.num_choices)
+    with tf.control_dependencies([check]):
+      context, endings = tf.identity(context), tf.identity(endings)
+    return self.predict(context, tf.reshape(endings, [-1, self.num_choices]))
+
+  def signature(self):
+    """The concrete ``serving_default`` function."""
+    return self.serve.get_concrete_function()
+
+
+def _warmup_requests(num_choices):
+  endings = [[(list(row) * num_choices)[k] for k in range(num_choices)]
+             for row in WARMUP_ENDINGS]
+  return [("serving_default", {
+      "context": list(WARMUP_CONTEXTS),
+      "endings": np.array([[e.encode() for e in row] for row in endings], dtype=object)})]
+
+
+def export_multiple_choice(model, preprocessor: preprocessing.BertPreprocessor,
+                           export_dir: str, num_choices: int = 4,
+                           version: Optional[int] = None) -> str:
+  """Writes ``export_dir/<version>/`` (a multiple-choice SavedModel); returns
+  its path. See the module docstring for the signature.
+
+  Args:
+    model: a built :class:`bert_tf.modeling.multiple_choice.BertMultipleChoice`.
+    preprocessor: the :class:`BertPreprocessor` used to fine-tune it.
+    export_dir: the model's base directory (TF Serving ``model_base_path``).
+    num_choices: N, endings per context.
+    version: integer version; default
+      :func:`bert_tf.export.saved_model.next_version`.
+
+  Returns:
+    the path of the version directory (written under a temporary name and
+    renamed when whole).
+
+  Raises:
+    FileExistsError: that version already exists.
+    ValueError: ``num_choices`` < 1, or a model that is not a
+      multiple-choice model.
+
+  Example::
+
+    from bert_tf import export
+    path = export.export_multiple_choice(model, task.preprocessor, "exports/swag")
+  """
+  if not hasattr(model, "classifier") or getattr(model.classifier, "num_outputs", 1) != 1:
+    raise ValueError("export_multiple_choice: the model is not a BertMultipleChoice "
+                     "(one score per choice)")
+  module = MultipleChoiceServingModule(model, preprocessor, num_choices)
+  metadata = {
+      "export": "multiple_choice", "task": "swag", "labels": None,
+      "num_choices": module.num_choices, "is_pair": True,
+      "inputs": ["context", "endings"],
+      "max_seq_length": preprocessor.max_seq_length,
+      "do_lower_case": preprocessor.do_lower_case,
+  }
+  return saved_model._write_export(  # pylint: disable=protected-access
+      module, {"serving_default": module.signature()}, export_dir, version,
+      metadata, _warmup_requests(module.num_choices))

@@ -35,6 +35,7 @@ _API = {
     "export_encoder": "bert_tf.export.saved_model",
     "read_metadata": "bert_tf.export.saved_model",
     "export_squad": "bert_tf.export.squad",
+    "export_multiple_choice": "bert_tf.export.multiple_choice",
     "load_fine_tuned": "bert_tf.export.fine_tuned",
     "FineTuned": "bert_tf.export.fine_tuned",
 }

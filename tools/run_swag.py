@@ -1,0 +1,79 @@
+"""Fine-tunes BERT on a SWAG-style multiple-choice task (paper section 4.4).
+
+Reads the SWAG CSV layout (``video-id,fold-ind,startphrase,sent1,sent2,
+gold-source,ending0..ending3,label``) from ``--data_dir`` (``--train_file``
+train.csv, ``--dev_file`` dev.csv, ``--test_file`` test.csv). Every choice
+is one ``[CLS] sent1 [SEP] sent2 + " " + ending<i> [SEP]`` sequence (the
+split of Hugging Face's ``run_swag.py``, see :mod:`bert_tf.data.swag`); the
+model scores each from its pooled output and a softmax over the choices
+gives the probabilities. ``--do_eval`` writes ``eval_results.txt``
+(``eval_accuracy``, ``eval_loss``, ``global_step``; after every epoch when
+training, the best model kept in ``OUTPUT_DIR/best/``), ``--do_predict``
+writes ``predictions.csv`` (one probability per choice), ``--export_dir`` a
+TF Serving SavedModel (:func:`bert_tf.export.export_multiple_choice`:
+``context`` [B] + ``endings`` [B, N] strings in, ``probabilities`` [B, N]
+and ``label_id`` [B] out). Flags in the style of ``run_classifier.py``;
+``--init_checkpoint`` takes a Hugging Face BERT / ``BertForMultipleChoice``
+directory (then ``--bert_config_file`` and ``--vocab_file`` default to its
+files), an original TF1 checkpoint or ours. Restarting with the same
+``--output_dir`` resumes.
+
+  python tools/run_swag.py --do_train --do_eval \
+    --data_dir=../shared/data/mc_wikihow --init_checkpoint=HF_DIR \
+    --output_dir=/tmp/swag --max_seq_length=128 --train_batch_size=16 \
+    --learning_rate=5e-5 --num_train_epochs=3
+"""
+
+import sys
+
+from bert_tf.tools import _startup
+_startup.setup(tensorflow=True)
+
+from absl import app
+from absl import flags
+
+from bert_tf.tools import _common
+from bert_tf import jobs
+from bert_tf import runner
+from bert_tf.tasks import swag
+
+FLAGS = flags.FLAGS
+_common.define_training_flags()  # --distribution_strategy defined once, here
+_common.define_flags(swag.SwagParams, required=("output_dir",))
+flags.adopt_module_key_flags(_common)  # --helpshort lists them too
+
+TOOL = "run_swag"
+
+
+def export_multiple_choice(model, task):
+  """The export hook: the fine-tuned model with its preprocessing, as a TF
+  Serving SavedModel version under ``--export_dir``."""
+  from bert_tf.export import multiple_choice  # pylint: disable=g-import-not-at-top
+  return multiple_choice.export_multiple_choice(
+      model, task.preprocessor, task.params.export_dir,
+      num_choices=task.num_choices or 4)
+
+
+def main(argv):
+  del argv
+  if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict or FLAGS.export_dir):
+    sys.exit("%s: error: at least one of --do_train, --do_eval, --do_predict or "
+             "--export_dir must be set" % TOOL)
+  try:
+    if FLAGS.deterministic:  # before the strategy starts TensorFlow's runtime
+      runner.enable_determinism_for_run(FLAGS.output_dir, FLAGS.seed)
+    strategy = _common.strategy_from_flags()
+    params = _common.params_from_flags(swag.SwagParams)
+    jobs.run_swag(params, strategy,
+                  exporter=export_multiple_choice if FLAGS.export_dir else None)
+  except _common.REPORTED as e:
+    _common.fail(TOOL, e)
+
+
+def run():
+  """Console-script entry point."""
+  app.run(main)
+
+
+if __name__ == "__main__":
+  run()

@@ -94,6 +94,8 @@ BAD_ROWS = [
      r"t.csv:3: ending3 is empty"),
     (["v,1,s,a,b,g,e0,e1,e2,e3,4"], HEADER, True, r"t.csv:2: label '4' is not a choice index in 0..3"),
     (["v,1,s,a,b,g,e0,e1,e2,e3,-1"], HEADER, True, r"label '-1'"),
+    # A row whose quoted field spans lines is named by its first line.
+    (['v,1,s,"multi\nline",b,g,e0,e1,e2,e3,9'], HEADER, True, r"t.csv:2: label '9'"),
     (["v,1,s,a,b,g,e0,e1,e2,e3,x"], HEADER, True, r"label 'x'"),
     (["v,1,s,a,b,g,e0,e1,e2,e3,"], HEADER, True, r"t.csv:2: label ''"),
     (['v,1,s,"two\nlines",b,g,e0,e1,e2,e3,0', "v,1,s,a,b,g,e0,e1,e2,e3"], HEADER, True,

@@ -205,6 +205,9 @@ def test_keras_round_trip_and_our_checkpoints(tmp_path):
   np.testing.assert_array_equal(BertMultipleChoice.from_preset(str(run))(x).numpy(), want)
   # Training mode: dropout on the pooled output changes the scores.
   assert np.abs(model(x, training=True).numpy() - want).max() > 0
+  # Mixed precision: float32 logits.
+  mixed = BertMultipleChoice(tiny_config(), dtype="mixed_bfloat16")
+  assert mixed(x).dtype == tf.float32
   # Loss: softmax cross-entropy over the choices.
   loss = multiple_choice.choice_loss(want, [0, 2]).numpy()
   logp = want - np.log(np.exp(want).sum(1, keepdims=True))
@@ -399,3 +402,46 @@ def test_warmup_request_parses_and_runs(exported):
   _check({k: v.numpy() for k, v in exported["fn"](**args).items()}, 2)
   with pytest.raises(ValueError, match="num_choices"):
     mc_export.export_multiple_choice(exported["model"], exported["pre"], "x", num_choices=0)
+
+
+@pytest.mark.slow
+def test_tool_from_hf_bert_for_multiple_choice_matches_hf(minilm_dir, tmp_path):
+  """--init_checkpoint=a HF BertForMultipleChoice dir (config and vocab from
+  it), no training: eval accuracy, predictions.csv and the export give
+  Hugging Face's own probabilities on real dev rows."""
+  torch = pytest.importorskip("torch")
+  transformers = pytest.importorskip("transformers")
+  torch.manual_seed(1)
+  ref = transformers.BertForMultipleChoice.from_pretrained(minilm_dir).eval()
+  with torch.no_grad():
+    ref.classifier.weight.normal_(0.0, 0.5)
+  hf_dir = str(tmp_path / "hf_mc")
+  ref.save_pretrained(hf_dir)
+  with open(os.path.join(minilm_dir, "vocab.txt"), "rb") as f:
+    open(os.path.join(hf_dir, "vocab.txt"), "wb").write(f.read())
+  data = _slice(tmp_path, 4, 20)
+  (data / "test.csv").write_bytes((data / "dev.csv").read_bytes())
+  out, exp = tmp_path / "out", tmp_path / "exp"
+  run_tool(["tools/run_swag.py", "--data_dir=%s" % data, "--init_checkpoint=%s" % hf_dir,
+            "--output_dir=%s" % out, "--export_dir=%s" % exp, "--do_eval",
+            "--do_predict", "--max_seq_length=64"])
+  examples = swag_data.read_swag_examples(str(data / "dev.csv"))
+  tok = transformers.BertTokenizerFast.from_pretrained(hf_dir)
+  enc = tok([e.context for e in examples for _ in range(4)],
+            ["%s %s" % (e.start_ending, t) for e in examples for t in e.endings],
+            truncation=True, max_length=64, padding="max_length", return_tensors="pt")
+  with torch.no_grad():
+    logits = ref(**{k: v.view(len(examples), 4, 64) for k, v in enc.items()}).logits
+  want = torch.softmax(logits, -1).numpy()
+  with open(out / "predictions.csv", encoding="utf-8") as f:
+    got = np.array([[float(r["probability_%d" % i]) for i in range(4)]
+                    for r in csv.DictReader(f)])
+  np.testing.assert_allclose(got, want, atol=1e-5)
+  with open(out / "eval_results.txt", encoding="utf-8") as f:
+    res = dict(l.split(" = ") for l in f.read().splitlines())
+  y = np.array([e.label for e in examples])
+  assert float(res["eval_accuracy"]) == pytest.approx((want.argmax(1) == y).mean())
+  (version,) = os.listdir(exp)
+  fn = tf.saved_model.load(str(exp / version)).signatures["serving_default"]
+  served = _serve(fn, [e.context for e in examples], [e.choice_texts[1] for e in examples])
+  np.testing.assert_allclose(served["probabilities"], want, atol=1e-5)

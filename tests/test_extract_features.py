@@ -95,6 +95,18 @@ def test_truncation_and_packing_follow_the_original():
       extract.parse_layers(bad, 4)
 
 
+def test_vectorized_rounding_is_the_originals():
+  rng = np.random.default_rng(0)
+  x = np.concatenate(
+      [rng.standard_normal(40000).astype(np.float32) * s for s in (1e-6, 1e-4, 1, 30)]
+      + [np.arange(-512, 512, dtype=np.float32) / 128,  # exact ties: 1/128 = 0.0078125
+         np.array([0.0, -0.0, 5e-7, -5e-7, -1e-7, 3.4e38, 1e-45], np.float32)])
+  want = [round(float(v), 6) for v in x]
+  got = extract.round6(x).tolist()
+  assert json.dumps(got) == json.dumps(want)  # same reprs, signed zeros included
+  assert round(0.0078125, 6) == 0.007812 and round(-1e-7, 6) == 0.0
+
+
 # ------------------------------------------------------------- values vs HF
 
 def test_values_and_schema_match_hugging_face(minilm_dir, tmp_path):

@@ -168,6 +168,25 @@ def tf1_model(tmp_path_factory):
           "encoder": enc}
 
 
+def test_our_checkpoint_gives_the_tf1_values(tf1_model, tmp_path):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import feature_extraction  # pylint: disable=g-import-not-at-top
+  prefix = tf.train.Checkpoint(encoder=tf1_model["encoder"]).write(str(tmp_path / "ours"))
+  kw = dict(layers="-1,0", max_seq_length=16, batch_size=2)
+  ours = feature_extraction.FeatureExtractor.from_checkpoint(
+      prefix, tf1_model["config"], VOCAB, **kw)
+  tf1 = feature_extraction.FeatureExtractor.from_checkpoint(  # config found beside it
+      tf1_model["ckpt"], vocab_file=VOCAB, **kw)
+  examples = [extract.parse_line(l, i) for i, l in enumerate(LINES[:5])]
+  for (fa, va), (fb, vb) in zip(ours.extract(examples), tf1.extract(examples)):
+    assert fa.tokens == fb.tokens and va.shape == (2, len(fa.tokens), 64)
+    np.testing.assert_allclose(va, vb, atol=1e-6)
+  empty = tmp_path / "empty.txt"
+  empty.write_text("")
+  assert tf1.write_json(str(empty), str(tmp_path / "empty.jsonl")) == 0
+  assert (tmp_path / "empty.jsonl").read_text() == ""
+
+
 def _tool(args):
   return run_tool([os.path.join(ROOT, "tools", "extract_features.py")] + args, check=False)
 

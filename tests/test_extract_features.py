@@ -217,9 +217,13 @@ def test_matches_the_original_script(tf1_model, tmp_path):
   theirs, ours = str(tmp_path / "orig.jsonl"), str(tmp_path / "ours.jsonl")
   run_tool([os.path.join(ROOT, "tests", "original_extract_features.py"),
             str(tmp_path / "work"), "--output_file=" + theirs] + common)
-  proc = _tool(["--output_file=" + ours] + common)
+  exports = tmp_path / "exports"
+  proc = _tool(["--output_file=" + ours, "--export_dir=%s" % exports] + common)
   assert proc.returncode == 0, proc.stderr
-  assert proc.stdout == "" and proc.stderr == "", proc.stderr  # quiet by default
+  assert proc.stderr == "", proc.stderr  # quiet by default
+  assert proc.stdout == "extract_features: SavedModel written to %s\n" % (exports / "1")
+  with open(exports / "1" / "assets.extra" / "bert_tf_export.json") as f:
+    assert json.load(f)["export"] == "encoder_all_layers"
   want, got = _read_json_lines(theirs), _read_json_lines(ours)
   assert len(want) == len(got) == len(LINES)
   worst, same, total = 0.0, 0, 0

@@ -14,6 +14,8 @@ Added: ``--init_checkpoint`` also takes a Hugging Face BERT directory (then
 checkpoints; ``--bert_config_file`` / ``--vocab_file`` default to the files
 beside the checkpoint. ``--use_tpu``, ``--master``, ``--num_tpu_cores`` and
 ``--use_one_hot_embeddings`` are accepted for compatibility and ignored.
+``--export_dir`` also (or only) writes a TF Serving SavedModel: raw strings
+in, every layer's hidden states out (:func:`bert_tf.export.export_encoder_all_layers`).
 
   python tools/extract_features.py --input_file=input.txt \
     --output_file=/tmp/output.jsonl --vocab_file=$BERT/vocab.txt \
@@ -31,6 +33,7 @@ from absl import app
 from absl import flags
 
 from bert_tf.tools import _common
+from bert_tf import export
 from bert_tf.tasks import feature_extraction
 
 FLAGS = flags.FLAGS
@@ -58,18 +61,34 @@ flags.DEFINE_bool("use_tpu", False, "Accepted for compatibility; ignored.")
 flags.DEFINE_string("master", None, "Accepted for compatibility; ignored.")
 flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility; ignored.")
 flags.DEFINE_bool("use_one_hot_embeddings", False, "Accepted for compatibility; ignored.")
-flags.mark_flags_as_required(["input_file", "output_file", "init_checkpoint"])
+flags.DEFINE_string("export_dir", None, "Also write a TF Serving SavedModel of the "
+                    "model (raw strings in, every layer's hidden states out; "
+                    "bert_tf.export.export_encoder_all_layers) as EXPORT_DIR/<version>/.")
+flags.mark_flags_as_required(["init_checkpoint"])
 
 
 def main(argv):
   if len(argv) > 1:
     sys.exit("%s: error: unexpected arguments: %s" % (TOOL, " ".join(argv[1:])))
+  if bool(FLAGS.input_file) != bool(FLAGS.output_file):
+    missing = "output_file" if FLAGS.input_file else "input_file"
+    sys.exit("%s: error: --%s is required with --%s" % (
+        TOOL, missing, "input_file" if FLAGS.input_file else "output_file"))
+  if not (FLAGS.input_file or FLAGS.export_dir):
+    sys.exit("%s: error: --input_file and --output_file (or --export_dir) are "
+             "required" % TOOL)
   try:
-    feature_extraction.extract_features(
-        FLAGS.input_file, FLAGS.output_file, FLAGS.init_checkpoint,
-        bert_config_file=FLAGS.bert_config_file, vocab_file=FLAGS.vocab_file,
-        layers=FLAGS.layers, max_seq_length=FLAGS.max_seq_length,
-        batch_size=FLAGS.batch_size, do_lower_case=FLAGS.do_lower_case)
+    extractor = feature_extraction.FeatureExtractor.from_checkpoint(
+        FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file,
+        do_lower_case=FLAGS.do_lower_case, max_seq_length=FLAGS.max_seq_length,
+        layers=FLAGS.layers, batch_size=FLAGS.batch_size)
+    if FLAGS.input_file:
+      extractor.write_json(FLAGS.input_file, FLAGS.output_file)
+    if FLAGS.export_dir:
+      path = export.export_encoder_all_layers(
+          extractor.encoder, FLAGS.export_dir, vocab_file=extractor.vocab_file,
+          do_lower_case=FLAGS.do_lower_case, max_seq_length=FLAGS.max_seq_length)
+      print("%s: SavedModel written to %s" % (TOOL, path))
   except _common.REPORTED as e:
     _common.fail(TOOL, e)
 

@@ -119,6 +119,7 @@ class FeatureExtractor:
                                argument="batch_size")
     self.max_seq_length = int(max_seq_length)
     self.batch_size = int(batch_size)
+    self.vocab_file = vocab_file
     self.tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
     positions = [i % config.num_hidden_layers for i in self.layer_indexes]
     spec = tf.TensorSpec([None, None], tf.int32)
@@ -133,7 +134,7 @@ class FeatureExtractor:
   @classmethod
   def from_checkpoint(cls, init_checkpoint: str, bert_config_file: Optional[str] = None,
                       vocab_file: Optional[str] = None, **kwargs) -> "FeatureExtractor":
-    """A extractor with weights from a Hugging Face directory, an original TF1
+    """An extractor with weights from a Hugging Face directory, an original TF1
     checkpoint or ours (see :func:`resolve_config_and_vocab` for the files).
 
     Raises:

@@ -293,6 +293,20 @@ def test_tool_end_to_end_and_export_in_a_fresh_process(tmp_path):
   assert got["dtypes"] == {"label_id": "int32", "logits": "float32",
                            "probabilities": "float32"}
 
+  # The run directory is a preset (best/ preferred): the same probabilities.
+  pre = preprocessing.BertPreprocessor(str(out / "vocab.txt"), True, 48)
+  model = BertMultipleChoice.from_preset(str(out))
+  np.testing.assert_allclose(tf.nn.softmax(model(pack(pre, examples))).numpy(), probs,
+                             atol=1e-5)
+  # Export only, from the finished run (config, vocab, num_choices from its files).
+  proc = run_tool(["tools/run_swag.py", "--output_dir=%s" % out,
+                   "--export_dir=%s" % exp])
+  assert "using the best dev model" in proc.stdout
+  fn = tf.saved_model.load(str(exp / "2")).signatures["serving_default"]
+  np.testing.assert_allclose(_serve(fn, [e.context for e in examples],
+                                    [e.choice_texts[1] for e in examples])["probabilities"],
+                             probs, atol=1e-5)
+
 
 FRESH_PROCESS = r"""
 import base64, json, sys

@@ -51,8 +51,13 @@ def resolve_config_and_vocab(init_checkpoint: str, bert_config_file: Optional[st
   ``bert_config.json`` / ``vocab.txt`` beside the checkpoint.
 
   Raises:
+    CheckpointError: ``init_checkpoint`` does not exist;
     ConfigError / VocabError / InputError: naming the flag (``argument``).
   """
+  if not (os.path.exists(init_checkpoint) or tf.io.gfile.glob(init_checkpoint + ".index")
+          or tf.io.gfile.glob(init_checkpoint + "*.index")):
+    raise errors.CheckpointError("%r does not exist" % init_checkpoint,
+                                 argument="init_checkpoint")
   hf = init_checkpoint if checkpoints.is_hf_dir(init_checkpoint) else None
   if bert_config_file:
     if not os.path.exists(bert_config_file):

@@ -60,6 +60,11 @@ class SwagExample:
     endings: the N ``ending<i>`` texts.
     label: the index of the right ending in 0..N-1, or None (test files).
     line: the file line where the row starts (1-based; the header is line 1).
+
+  Example:
+    >>> ex = SwagExample("v-1", "A man sits.", "He", ["stands.", "eats."], 0)
+    >>> ex.choice_texts
+    (['A man sits.', 'A man sits.'], ['He stands.', 'He eats.'])
   """
   example_id: str
   context: str
@@ -113,6 +118,14 @@ def read_swag_examples(path: str, with_labels: bool = True,
 
   Returns:
     list of :class:`SwagExample` in file order.
+
+  Source: the SWAG CSV columns (rowanz/swagaf ``data/*.csv``) as Hugging
+  Face ``run_swag.py`` reads them; the checks are ours.
+
+  Example::
+
+    examples = read_swag_examples("../shared/data/mc_wikihow/dev.csv")
+    contexts, endings, labels = choice_arrays(examples)  # 450 x 4, 450
 
   Raises:
     bert_tf.errors.InputError: missing or unreadable file, no header, a

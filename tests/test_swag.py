@@ -176,6 +176,16 @@ def test_hf_bert_for_multiple_choice_parity(minilm_dir, tmp_path):
   assert "multiple-choice head" in multiple_choice.load_multiple_choice_weights(
       again, hf_dir)
   np.testing.assert_array_equal(again(x).numpy(), ours)
+  # Half a head is an error naming the file.
+  from safetensors.numpy import load_file, save_file  # pylint: disable=g-import-not-at-top
+  half = tmp_path / "half"
+  half.mkdir()
+  tensors = load_file(os.path.join(hf_dir, "model.safetensors"))
+  del tensors["classifier.bias"]
+  save_file(tensors, str(half / "model.safetensors"))
+  (half / "config.json").write_bytes(open(os.path.join(hf_dir, "config.json"), "rb").read())
+  with pytest.raises(errors.CheckpointError, match="only part of the multiple-choice head"):
+    BertMultipleChoice.from_preset(str(half))
   # A plain BertModel directory: encoder (with pooler) loaded, head initialized.
   plain = BertMultipleChoice.from_preset(minilm_dir)
   np.testing.assert_array_equal(plain.classifier.output_bias.numpy(), [0.0])
@@ -203,6 +213,21 @@ def test_keras_round_trip_and_our_checkpoints(tmp_path):
   tf.train.Checkpoint(model=model, encoder=model.encoder).save(str(run / "ckpt"))
   model.config.to_json_file(str(run / "bert_config.json"))
   np.testing.assert_array_equal(BertMultipleChoice.from_preset(str(run))(x).numpy(), want)
+  # An original TF1 bert_model.ckpt: the encoder (pooler too), head initialized.
+  from bert_tf import checkpoints  # pylint: disable=g-import-not-at-top
+  orig = tmp_path / "orig"
+  checkpoints.save_tf1_checkpoint(checkpoints.encoder_variables(model.encoder),
+                                  str(orig / "bert_model.ckpt"))
+  model.config.to_json_file(str(orig / "bert_config.json"))
+  fresh = multiple_choice.build_multiple_choice(model.config)
+  assert "original TF1" in multiple_choice.load_multiple_choice_weights(
+      fresh, str(orig / "bert_model.ckpt"))
+  for fresh in (BertMultipleChoice.from_preset(str(orig)), fresh):
+    for a, b in zip(fresh.encoder.weights, model.encoder.weights):
+      np.testing.assert_array_equal(a.numpy(), b.numpy())
+    np.testing.assert_array_equal(fresh.classifier.output_bias.numpy(), [0.0])
+  with pytest.raises(errors.CheckpointError, match="does not exist"):
+    multiple_choice.load_multiple_choice_weights(fresh, str(tmp_path / "nope"))
   # Training mode: dropout on the pooled output changes the scores.
   assert np.abs(model(x, training=True).numpy() - want).max() > 0
   # Mixed precision: float32 logits.

@@ -75,7 +75,6 @@ def main(workdir, argv):
   ef.tf.estimator = estimator_standin(tf)
   ef.FLAGS(["extract_features"] + list(argv))
   ef.main(None)
-  ef.tf.logging.set_verbosity(ef.tf.logging.ERROR)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ _API = {
     "build_classifier": "bert_tf.modeling.models",
     "BertQuestionAnswerer": "bert_tf.modeling.models",
     "build_question_answerer": "bert_tf.modeling.models",
+    "BertMultipleChoice": "bert_tf.modeling.multiple_choice",
     "create_optimizer": "bert_tf.optimization",
     "AdamWeightDecay": "bert_tf.optimization",
     "load_encoder_weights": "bert_tf.checkpoints",

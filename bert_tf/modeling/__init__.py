@@ -15,7 +15,9 @@ from bert_tf.modeling.models import BertPretrainer
 from bert_tf.modeling.models import BertQuestionAnswerer
 from bert_tf.modeling.models import DenseHead
 from bert_tf.modeling.models import MaskedLMHead
+from bert_tf.modeling.multiple_choice import BertMultipleChoice
 
 __all__ = ["BertEncoder", "BertClassifier", "BertPretrainer", "BertQuestionAnswerer",
+           "BertMultipleChoice",
            "BertEmbeddings",
            "TransformerBlock", "Dropout", "MaskedLMHead", "DenseHead"]

@@ -44,6 +44,16 @@ import keras
 import tensorflow as tf
 
 
+def onednn_enabled() -> bool:
+  """Whether this TensorFlow runs oneDNN kernels (``TF_ENABLE_ONEDNN_OPTS``,
+  read once when TensorFlow loads; on by default on x86 CPUs)."""
+  try:
+    from tensorflow.python.util import _pywrap_util_port  # pylint: disable=g-import-not-at-top
+  except ImportError:  # pragma: no cover (a TensorFlow without the probe)
+    return os.environ.get("TF_ENABLE_ONEDNN_OPTS", "1") not in ("0", "false")
+  return bool(_pywrap_util_port.IsMklEnabled())
+
+
 def enable_determinism(seed: int, intra_op_threads: Optional[int] = None) -> int:
   """Bit-reproducible training: op determinism, seeds, a FIXED intra-op pool.
 
@@ -64,6 +74,14 @@ def enable_determinism(seed: int, intra_op_threads: Optional[int] = None) -> int
   partitioning independent of where and how the process starts. (The
   inter-op pool does not change results: 1 or 2 inter-op threads give the
   same bits; it is left alone.)
+
+  oneDNN's kernels are the other source of run-to-run differences: TensorFlow
+  hands oneDNN its intra-op pool, and oneDNN runs a primitive on one thread
+  when it is called on a pool thread (``get_in_parallel()``), which happens
+  by timing (an XLA kernel finishing on a pool thread, the executor running
+  the next MatMul inline there). A warning is logged when oneDNN is on; the
+  tools turn it off for ``--deterministic`` (``TF_ENABLE_ONEDNN_OPTS=0``
+  before TensorFlow loads, ``tools/_startup.py``).
 
   Args:
     seed: Python, NumPy and TensorFlow/Keras seed
@@ -100,6 +118,12 @@ def enable_determinism(seed: int, intra_op_threads: Optional[int] = None) -> int
           "TensorFlow's runtime started with %s intra-op threads; call it "
           "first thing (before creating a strategy or running any op)"
           % (intra_op_threads, started or "the default number of")) from None
+  if onednn_enabled():
+    logging.warning(
+        "Determinism: TensorFlow runs oneDNN kernels, which may round a "
+        "reduction differently depending on the thread that runs them (rare "
+        "one-ulp differences under load); set TF_ENABLE_ONEDNN_OPTS=0 before "
+        "importing TensorFlow (the tools do with --deterministic)")
   tf.config.experimental.enable_op_determinism()
   keras.utils.set_random_seed(seed)
   logging.info("Determinism: op determinism, seed %d, %d intra-op threads",

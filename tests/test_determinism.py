@@ -82,3 +82,35 @@ except ValueError as e:
   assert out.returncode == 0, out.stderr[-2000:]
   assert "refused: enable_determinism(intra_op_threads=3)" in out.stdout
   assert "bad: intra_op_threads must be >= 1" in out.stdout
+
+
+_ONEDNN_PROBE = """
+import sys
+sys.argv = ["tool"] + sys.argv[1:]
+from bert_tf.tools import _startup
+_startup.setup(tensorflow=True)
+from bert_tf import training
+print("onednn", training.onednn_enabled())
+"""
+
+
+def _onednn_in_tool(*args):
+  out = subprocess.run([sys.executable, "-c", _ONEDNN_PROBE] + list(args), cwd=ROOT,
+                       env=dict(os.environ, TF_ENABLE_ONEDNN_OPTS="1"),
+                       capture_output=True, text=True, timeout=300, check=True)
+  return [l for l in out.stdout.splitlines() if l.startswith("onednn")][-1]
+
+
+def test_deterministic_flag_turns_onednn_off_before_tensorflow_loads():
+  # oneDNN runs a primitive on one thread when it is called on an intra-op
+  # pool thread, which happens by timing: its reductions are not
+  # reproducible run to run. A tool given --deterministic loads TensorFlow
+  # with Eigen's kernels, even over an explicit TF_ENABLE_ONEDNN_OPTS=1.
+  assert _onednn_in_tool("--deterministic", "--seed=3") == "onednn False"
+  assert _onednn_in_tool("--deterministic=true") == "onednn False"
+  default = _onednn_in_tool()
+  assert _onednn_in_tool("--deterministic=false") == default
+  assert _onednn_in_tool("--nodeterministic") == default
+  import platform  # pylint: disable=g-import-not-at-top
+  if platform.machine() in ("x86_64", "AMD64"):
+    assert default == "onednn True"  # the probe can tell (oneDNN is TF's x86 default)

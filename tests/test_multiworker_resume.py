@@ -26,7 +26,9 @@ def run_workers(records, out, npz_prefix, stop_at_step=0):
   cluster = {"worker": ["127.0.0.1:%d" % p for p in ports]}
   procs = []
   for i in range(2):
-    env = dict(os.environ, TF_CONFIG=json.dumps(
+    # A library run made deterministic as training.enable_determinism says
+    # (the tools do this themselves for --deterministic): no oneDNN kernels.
+    env = dict(os.environ, TF_ENABLE_ONEDNN_OPTS="0", TF_CONFIG=json.dumps(
         {"cluster": cluster, "task": {"type": "worker", "index": i}}))
     procs.append(subprocess.Popen(
         [sys.executable, "tests/distributed_worker.py", "worker", records, out,

@@ -270,9 +270,10 @@ def test_sigkill_at_a_random_step_then_resume_is_bit_identical(records, tmp_path
             "--learning_rate=2e-3", "--num_warmup_steps=2",
             "--num_train_steps=%d" % steps, "--iterations_per_loop=1",
             "--save_checkpoints_steps=3", "--deterministic", "--seed=7"]
-  # Eigen kernels instead of oneDNN's: one author run in five differed by one
-  # ulp in one optimizer slot with oneDNN on a heavily loaded machine.
-  det_env = {"TF_ENABLE_ONEDNN_OPTS": "0"}
+  # No environment override: --deterministic itself turns oneDNN off before
+  # TensorFlow loads (tools/_startup.py; with oneDNN, one run in five once
+  # differed by one ulp in one optimizer slot on a loaded machine).
+  det_env = {"TF_ENABLE_ONEDNN_OPTS": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "1")}
   whole = str(tmp_path / "whole")
   first = run_tool(common + ["--output_dir=" + whole, "--do_eval", "--max_eval_steps=2"],
                    env=det_env)

@@ -41,14 +41,42 @@ def verbosity_requested(argv=None) -> bool:
   return False
 
 
+def determinism_requested(argv=None) -> bool:
+  """True when the command line sets ``--deterministic`` (``=true``/``=1``)."""
+  on = False
+  for arg in (sys.argv if argv is None else argv)[1:]:
+    m = re.match(r"^--(no)?deterministic(?:=(\w+))?$", arg)
+    if m:
+      on = not m.group(1) and (m.group(2) is None
+                               or m.group(2).lower() in ("true", "t", "1", "yes"))
+  return on
+
+
 def configure(argv=None) -> bool:
   """Sets the quiet defaults (before TensorFlow is imported).
+
+  With ``--deterministic`` on the command line it also sets
+  ``TF_ENABLE_ONEDNN_OPTS=0`` (TensorFlow reads it once, when it loads):
+  oneDNN's kernels are not bit-reproducible from run to run. TensorFlow
+  gives oneDNN its intra-op pool, whose ``get_in_parallel()`` is true on the
+  pool's own threads, and oneDNN then runs a primitive on ONE thread instead
+  of the pool size. Which thread runs a kernel depends on timing: the
+  executor runs the next expensive kernel inline on the thread where the
+  previous one finished, and an asynchronous kernel (an XLA launch: the
+  fused GELU gradient, the fused optimizer update) finishes on a pool
+  thread. A MatMul whose reduction oneDNN splits by thread count (a weight
+  gradient, summed over batch x sequence) then rounds differently: the
+  one-ulp resume flake, seen only under load. Eigen's kernels, with the pool
+  size fixed by :func:`bert_tf.training.enable_determinism`, block their
+  reductions the same way on whichever thread they run.
 
   Returns:
     True when the tool runs quietly (no ``--verbosity`` >= 0 asked for).
   """
   quiet = not verbosity_requested(argv)
   os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+  if determinism_requested(argv):
+    os.environ["TF_ENABLE_ONEDNN_OPTS"] = "0"
   if quiet:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
   else:

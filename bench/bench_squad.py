@@ -1,4 +1,4 @@
-"""SQuAD side by side: bert_tf vs Hugging Face transformers, same recipe (issue 11).
+"""SQuAD side by side: bert_tf vs Hugging Face transformers, same recipe.
 
 Accuracy (default mode). Fine-tunes the real all-MiniLM-L6-v2 weights on
 SQuAD with ONE recipe, per seed (``--seeds 1,2,3``), twice:

@@ -19,7 +19,7 @@ files), an original TF1 checkpoint or ours. Restarting with the same
 ``--output_dir`` resumes.
 
   python tools/run_swag.py --do_train --do_eval \
-    --data_dir=../shared/data/mc_wikihow --init_checkpoint=HF_DIR \
+    --data_dir=DATA_DIR --init_checkpoint=HF_DIR \
     --output_dir=/tmp/swag --max_seq_length=128 --train_batch_size=16 \
     --learning_rate=5e-5 --num_train_epochs=3
 """

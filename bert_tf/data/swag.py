@@ -124,7 +124,7 @@ def read_swag_examples(path: str, with_labels: bool = True,
 
   Example::
 
-    examples = read_swag_examples("../shared/data/mc_wikihow/dev.csv")
+    examples = read_swag_examples("data/mc_wikihow/dev.csv")
     contexts, endings, labels = choice_arrays(examples)  # 450 x 4, 450
 
   Raises:

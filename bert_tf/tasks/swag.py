@@ -53,13 +53,13 @@ PREDICTIONS_FILE = "predictions.csv"
 @dataclasses.dataclass
 class SwagParams:
   """Flags of ``tools/run_swag.py``, named as the original
-  ``run_classifier.py``'s. Defaults: the issue's recipe (max_seq_length 128,
+  ``run_classifier.py``'s. Defaults: the project's CPU recipe (max_seq_length 128,
   batch 16, learning rate 5e-5, 3 epochs, warm-up 0.1); the paper (section
   4.4) fine-tuned SWAG for 3 epochs at batch 16 with learning rate 2e-5.
 
   Example::
 
-    params = SwagParams(data_dir="../shared/data/mc_wikihow", output_dir="/tmp/swag",
+    params = SwagParams(data_dir="data/mc_wikihow", output_dir="/tmp/swag",
                         init_checkpoint=HF_DIR, do_train=True, do_eval=True)
   """
   output_dir: str = field(help="Where checkpoints, eval_results.txt and predictions.csv go.")
@@ -261,7 +261,7 @@ class MultipleChoiceTask(base.Task):
 
   Example::
 
-    task = MultipleChoiceTask(SwagParams(data_dir="../shared/data/mc_wikihow",
+    task = MultipleChoiceTask(SwagParams(data_dir="data/mc_wikihow",
         output_dir="/tmp/swag", init_checkpoint=HF_DIR, do_train=True, do_eval=True))
     Runner(RunnerParams.from_params(task.params)).run(
         task, strategy, do_eval=True, eval_at_steps=task.eval_at_steps())

@@ -29,6 +29,7 @@ from bert_tf.tasks import classification
 from bert_tf.tasks import pretraining
 from bert_tf.tasks import squad
 from bert_tf.tasks import swag
+from bert_tf.tasks import tagging
 
 
 def run_pretraining(config: config_lib.BertConfig,
@@ -215,6 +216,55 @@ def run_swag(params: swag.SwagParams, strategy,
              "%.3g epochs)" % (swag.data_path(params, "train_file"), len(task.train),
                                task.num_choices, task.num_train_steps,
                                params.train_batch_size, params.num_train_epochs))
+  export_fn = None
+  if exporter is not None and params.export_dir:
+    export_fn = lambda model: exporter(model, task)  # pylint: disable=unnecessary-lambda-assignment
+  return runner.Runner(runner.RunnerParams.from_params(params), print_fn).run(
+      task, strategy, do_train=params.do_train, do_eval=bool(task.dev),
+      do_predict=bool(task.test), eval_at_steps=task.eval_at_steps() if task.dev else (),
+      export_fn=export_fn)
+
+
+def run_ner(params: tagging.NerParams, strategy,
+            print_fn: Callable[[str], None] = print,
+            exporter: Optional[Callable] = None) -> dict:
+  """Fine-tunes a token tagger (NER, paper section 4.3) on CoNLL files,
+  evaluates and predicts, as ``params.do_train`` / ``do_eval`` /
+  ``do_predict`` ask.
+
+  Files in ``output_dir``: checkpoints (``ckpt-N``), ``bert_config.json``,
+  ``vocab.txt``, ``ner_config.json`` (``labels``, ``do_lower_case``,
+  ``max_seq_length``, ``doc_stride``), ``eval_results.txt`` (entity-level
+  ``eval_precision``, ``eval_recall``, ``eval_f1``, ``eval_accuracy``,
+  ``eval_loss``, ``eval_<type>_{precision,recall,f1,support}``,
+  ``global_step``; after every epoch when training), ``best/`` (the best
+  dev model by ``eval_f1``), ``test_predictions.txt`` (CoNLL). Prediction
+  and export use ``best/`` when it exists, else the final weights.
+
+  Args:
+    params: :class:`bert_tf.tasks.tagging.NerParams`.
+    strategy: a ``tf.distribute.Strategy``.
+    print_fn: progress lines go here.
+    exporter: optional ``exporter(model, task) -> path`` called with the
+      final (best) model when ``params.export_dir`` is set, e.g. a closure
+      over :func:`bert_tf.export.export_tagger`.
+
+  Returns:
+    dict: ``eval_*`` results and ``global_step``, ``best_step`` /
+    ``best_f1``, ``test_files``, ``export_path``, as they apply.
+
+  Raises:
+    bert_tf.errors.BertTfError subclasses naming the bad flag, file and
+    line, before any file is written.
+  """
+  task = tagging.TokenTaggingTask(params)
+  if params.do_train:
+    print_fn("fine-tuning on %s: %d sentences, %d windows, %d labels, %d steps "
+             "(batch %d, %.3g epochs)" % (
+                 swag.data_path(params, "train_file"), len(task.train),
+                 task.train_encoded.num_windows, len(task.labels),
+                 task.num_train_steps, params.train_batch_size,
+                 params.num_train_epochs))
   export_fn = None
   if exporter is not None and params.export_dir:
     export_fn = lambda model: exporter(model, task)  # pylint: disable=unnecessary-lambda-assignment

@@ -1,0 +1,476 @@
+"""Token tagging (NER, paper section 4.3 / Figure 4d): the model and the
+in-graph word -> word-piece -> window pipeline.
+
+* :class:`BertTokenClassifier`: encoder + dropout + one dense layer applied
+  to every position's final hidden state (Hugging Face
+  ``BertForTokenClassification``: ``classifier.weight`` [L, H],
+  ``classifier.bias`` [L]; ours ``classifier/output_weights`` [L, H],
+  ``classifier/output_bias`` [L], the original's head names).
+* :class:`TaggingPreprocessor`: words -> word pieces (the project's
+  :class:`bert_tf.preprocessing.BertPreprocessor`, each word tokenized on
+  its own) -> windows of at most ``max_seq_length - 2`` pieces ->
+  ``[CLS] window [SEP]`` features; per-word logits back from the windows;
+  entity spans from tag ids (conlleval's chunk rules) in the graph. The
+  task (training, dev, test) and the SavedModel (:mod:`bert_tf.export.tagging`)
+  run this one implementation.
+
+The paper's recipe (section 4.3): "we use the representation of the first
+sub-token as the input to the token-level classifier over the NER label
+set"; the other pieces of a word carry no label (ignored by the loss) and
+are not read at prediction.
+
+**Windows** (sentences longer than ``max_seq_length - 2`` pieces are split,
+never cut): ``m = max_seq_length - 2`` pieces per window, window ``k``
+starts at piece ``k * min(m, doc_stride)``, the last window is the first
+that reaches the end of the sentence (the original ``run_squad.py`` doc-stride
+loop with an empty question). Windows may start inside a word: pieces
+are what is windowed. Every window is a training feature (a first piece
+in two windows is labeled in both). At prediction a word takes the logits
+of its first piece in the window where that piece has the most context:
+``token_is_max_context`` of ``run_squad.py`` (largest ``min(left, right) +
+0.01 * window_length``, the first window on ties).
+
+A word with no word piece (only characters the tokenizer deletes, e.g. a
+zero-width space) is given the single piece ``[UNK]`` so that every word
+gets a prediction.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import keras
+import tensorflow as tf
+import tensorflow_text as text
+
+from bert_tf import checkpoints
+from bert_tf import config as config_lib
+from bert_tf import errors
+from bert_tf import tokenization
+from bert_tf.modeling import encoder as encoder_lib
+from bert_tf.modeling import layers as bert_layers
+from bert_tf.modeling import models
+from bert_tf.modeling import presets
+
+FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
+# Hugging Face BertForTokenClassification head -> our head variables (no
+# transpose: classifier.weight is [L, H], our output_weights too).
+HF_HEAD = {"output_weights": "classifier.weight", "output_bias": "classifier.bias"}
+IGNORE = -1  # label id of positions outside the loss ([CLS], [SEP], padding, non-first pieces)
+_PREFIX_CODES = {"O": 0, "B": 1, "I": 2, "E": 3, "S": 4}
+TAGGING_RUN_CONFIG = "ner_config.json"
+
+
+@bert_layers.serializable
+class BertTokenClassifier(keras.Model):
+  """Encoder + dropout + a dense layer over every position (Figure 4d).
+
+  Sub-layers ``bert`` (:class:`BertEncoder`), ``dropout``
+  (``hidden_dropout_prob``), ``classifier`` (:class:`DenseHead`:
+  ``output_weights`` [L, H] TruncatedNormal(initializer_range),
+  ``output_bias`` [L] zeros). Saves to ``.keras``.
+
+  Args:
+    config: a :class:`bert_tf.config.BertConfig` or its dict.
+    num_labels: L, the number of tags.
+
+  Call args:
+    inputs: dict with int32 (or int64) ``input_ids``, ``input_mask``,
+      ``segment_ids``, each [B, S].
+    training: enables dropout.
+
+  Returns:
+    float32 logits [B, S, L] (float32 under a mixed dtype policy too).
+
+  Raises:
+    ConfigError: ``config`` is neither a ``BertConfig`` nor a valid dict.
+    ValueError: ``num_labels`` < 1.
+
+  Example:
+    >>> model = BertTokenClassifier(config_lib.preset("tiny"), num_labels=5)
+    >>> x = {k: tf.zeros([2, 16], tf.int32) for k in FEATURE_NAMES}
+    >>> model(x).shape
+    TensorShape([2, 16, 5])
+  """
+
+  def __init__(self, config: "config_lib.BertConfig | dict", num_labels: int,
+               **kwargs):
+    super().__init__(**kwargs)
+    if int(num_labels) < 1:
+      raise ValueError("num_labels must be at least 1, got %r" % (num_labels,))
+    config = config_lib.as_bert_config(config)
+    self.config = config
+    self.num_labels = int(num_labels)
+    self.encoder = encoder_lib.BertEncoder(config, name="bert")
+    self.dropout = bert_layers.Dropout(config.hidden_dropout_prob, name="dropout")
+    self.classifier = models.DenseHead(config, self.num_labels, name="classifier")
+    self.built = True  # every weight exists: .keras loading needs no build
+
+  def get_config(self) -> dict:
+    """Keras config: ``name``, ``trainable``, ``dtype``, ``config``, ``num_labels``."""
+    return dict(models._model_base_config(self), config=self.config.to_dict(),  # pylint: disable=protected-access
+                num_labels=self.num_labels)
+
+  @classmethod
+  def from_config(cls, config: dict) -> "BertTokenClassifier":
+    """Inverse of :meth:`get_config`."""
+    return cls(**config)
+
+  @classmethod
+  def from_preset(cls, preset: str, num_labels: Optional[int] = None,
+                  config: "config_lib.BertConfig | None" = None,
+                  **kwargs) -> "BertTokenClassifier":
+    """A token classifier with pretrained weights.
+
+    The head is loaded too when the preset has one: a Hugging Face
+    ``BertForTokenClassification`` directory (``classifier.weight`` [L, H],
+    ``classifier.bias`` [L]; L from them when ``num_labels`` is None), our
+    ``run_ner`` runs (L from ``ner_config.json``) and ``.keras`` token
+    classifiers. From any other checkpoint only the encoder is loaded and
+    the head keeps its initialization (then ``num_labels`` is required).
+
+    Raises:
+      CheckpointError: nothing loadable, weights that do not fit, half a
+        head; ConfigError: no config; ValueError: unknown ``num_labels``.
+    """
+    kind, path, run_dir = presets.resolve(preset)
+    if kind == "hf":
+      cfg = (config_lib.as_bert_config(config) if config is not None
+             else checkpoints.read_hf_config(path))
+      if num_labels is None:
+        tensors, _ = checkpoints.read_hf_tensors(path)
+        if HF_HEAD["output_bias"] not in tensors:
+          raise ValueError("from_preset(%r): no classifier head; pass num_labels" % preset)
+        num_labels = int(tensors[HF_HEAD["output_bias"]].shape[0])
+      model = cls(cfg, num_labels, **kwargs)
+      load_tagging_weights(model, path, source="from_preset(%r)" % preset)
+      return model
+    if num_labels is None:
+      if kind == "keras":
+        num_labels = getattr(keras.models.load_model(path, compile=False),
+                             "num_labels", None)
+      else:
+        num_labels = run_num_labels(run_dir)
+    if num_labels is None:
+      raise ValueError("from_preset(%r): unknown number of labels; pass num_labels"
+                       % preset)
+    return presets.load(preset, "tagging", lambda c: cls(c, num_labels, **kwargs), config)
+
+  def call(self, inputs, training=False):
+    seq = self.encoder({k: inputs[k] for k in FEATURE_NAMES},
+                       training=training)["sequence_output"]      # [B, S, H]
+    shape = tf.shape(seq)
+    flat = tf.reshape(self.dropout(seq, training=training), [-1, shape[2]])
+    logits = self.classifier(flat)                                 # [B*S, L]
+    return tf.reshape(logits, [shape[0], shape[1], self.num_labels])
+
+
+def run_num_labels(run_dir: Optional[str]) -> Optional[int]:
+  """L from ``run_dir/ner_config.json`` (a ``run_ner`` run), else None."""
+  import json  # pylint: disable=g-import-not-at-top
+  import os  # pylint: disable=g-import-not-at-top
+  path = os.path.join(run_dir or "", TAGGING_RUN_CONFIG)
+  if not os.path.exists(path):
+    return None
+  with open(path, encoding="utf-8") as f:
+    labels = json.load(f).get("labels")
+  return len(labels) if labels else None
+
+
+def tagging_loss(logits, label_ids):
+  """Sum of the softmax cross-entropy over labeled positions and their count.
+
+  Args:
+    logits: float [B, S, L]; label_ids: int [B, S], :data:`IGNORE` (-1)
+      where there is no label.
+
+  Returns:
+    ``(loss_sum, count)``: float32 scalars; the mean loss is their ratio.
+  """
+  label_ids = tf.cast(label_ids, tf.int32)
+  weights = tf.cast(label_ids >= 0, tf.float32)
+  ce = tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels=tf.maximum(label_ids, 0), logits=tf.cast(logits, tf.float32))
+  return tf.reduce_sum(ce * weights), tf.reduce_sum(weights)
+
+
+def load_hf_tagging_head(model: BertTokenClassifier, model_dir: str) -> bool:
+  """Loads a Hugging Face ``BertForTokenClassification`` head (``classifier``).
+
+  Returns:
+    True when the directory had the head, False when it has none.
+
+  Raises:
+    CheckpointError: half a head or a shape mismatch (another label count).
+  """
+  tensors, path = checkpoints.read_hf_tensors(model_dir)
+  found = {ours: tensors[hf] for ours, hf in HF_HEAD.items() if hf in tensors}
+  if not found:
+    return False
+  if len(found) != len(HF_HEAD):
+    raise errors.CheckpointError("%s has only part of the token-classification head "
+                                 "(classifier.weight and classifier.bias)" % path)
+  head = model.classifier
+  for name, value in found.items():
+    var = getattr(head, name)
+    if tuple(value.shape) != tuple(var.shape):
+      raise errors.CheckpointError(
+          "%s: %s has shape %s, the model's head wants %s (%d labels)" % (
+              path, HF_HEAD[name], tuple(value.shape), tuple(var.shape),
+              model.num_labels))
+  for name, value in found.items():
+    getattr(head, name).assign(value)
+  return True
+
+
+def load_tagging_weights(model: BertTokenClassifier, init_checkpoint: str,
+                         source: str = "--init_checkpoint") -> str:
+  """Initializes a token classifier from any supported starting point: a
+  Hugging Face directory (encoder; the ``BertForTokenClassification`` head
+  when present and of the same label count; a missing pooler is fine), an
+  original TF1 checkpoint (encoder), ours (the whole model when it is a
+  token classifier's with the same labels, else its encoder).
+
+  Returns:
+    a string saying what was loaded.
+
+  Raises:
+    CheckpointError: naming ``source`` and the file.
+  """
+  if checkpoints.is_hf_dir(init_checkpoint):
+    path = checkpoints.load_hf_weights(model.encoder, init_checkpoint,
+                                       optional=("bert/pooler/",))
+    head = load_hf_tagging_head(model, init_checkpoint)
+    return "Hugging Face weights %s%s" % (
+        path, " (with the token-classification head)" if head else "")
+  argument = source.lstrip("-") if source.startswith("--") else None
+  if not (tf.io.gfile.exists(init_checkpoint) or
+          tf.io.gfile.glob(init_checkpoint + ".index")):
+    raise errors.CheckpointError("%s: %r does not exist" % (source, init_checkpoint),
+                                 argument=argument)
+  if checkpoints.is_tf1_checkpoint(init_checkpoint):
+    checkpoints.load_tf1_checkpoint(checkpoints.encoder_variables(model.encoder),
+                                    init_checkpoint)
+    return "original TF1 checkpoint " + init_checkpoint
+  try:
+    return "checkpoint %s (with the token-classification head)" % (
+        checkpoints.restore_object_checkpoint(init_checkpoint, source, model=model))
+  except errors.CheckpointError:
+    pass
+  return "checkpoint " + checkpoints.restore_object_checkpoint(
+      init_checkpoint, source, encoder=model.encoder)
+
+
+def _row_ids(ragged):
+  return tf.cast(ragged.value_rowids(), tf.int64)
+
+
+class TaggingPreprocessor(tf.Module):
+  """Words -> word pieces -> ``[CLS] window [SEP]`` features, and back.
+
+  Args:
+    preprocessor: the :class:`bert_tf.preprocessing.BertPreprocessor`
+      (vocab, lower-casing, ``max_seq_length`` = the window width S).
+    doc_stride: distance in pieces between window starts (at most S - 2).
+    max_windows: windows per sentence at most (None: no limit; the
+      export's guard against huge inputs: words beyond get no logits).
+
+  Raises:
+    errors.ParamsError: ``doc_stride`` < 1 or ``max_windows`` < 1.
+
+  Example::
+
+    tp = TaggingPreprocessor(BertPreprocessor(vocab, True, 128), doc_stride=64)
+    words = tf.ragged.constant([["Empire", "State", "Building"]])
+    pieces = tp.word_pieces(words)
+    win = tp.windows(pieces["ids"])           # input_ids [W, 128], ...
+  """
+
+  def __init__(self, preprocessor, doc_stride: int = 64,
+               max_windows: Optional[int] = None, name="tagging_preprocessor"):
+    super().__init__(name=name)
+    if int(doc_stride) < 1:
+      raise errors.ParamsError("doc_stride must be at least 1, got %s" % doc_stride,
+                               argument="doc_stride")
+    if max_windows is not None and int(max_windows) < 1:
+      raise errors.ParamsError("max_windows must be at least 1, got %s" % max_windows,
+                               argument="max_windows")
+    self.preprocessor = preprocessor
+    self.max_seq_length = preprocessor.max_seq_length
+    self.doc_stride = int(doc_stride)
+    self.max_windows = None if max_windows is None else int(max_windows)
+    self.unk_id = tokenization.load_vocab(preprocessor.vocab_file)["[UNK]"]
+
+  def word_pieces(self, words: tf.RaggedTensor) -> dict:
+    """Word pieces of every sentence.
+
+    Args:
+      words: string RaggedTensor [B, (W)].
+
+    Returns:
+      dict: ``ids`` int64 RaggedTensor [B, (P)] (the pieces of each
+      sentence, every word at least one piece); ``first_piece`` int64 [N]
+      (N = all words, row-major): index of each word's first piece in
+      ``ids.flat_values``; ``num_pieces`` int64 [N].
+    """
+    flat = words.flat_values
+    pieces = self.preprocessor.tokenize(flat)                       # [N, (p)]
+    n_words = tf.shape(flat, tf.int64)[0]
+    lengths = pieces.row_lengths()
+    new_len = tf.maximum(lengths, 1)
+    starts = tf.cumsum(new_len, exclusive=True)                      # [N]
+    total = tf.reduce_sum(new_len)
+    rows = _row_ids(pieces)
+    pos = tf.gather(starts, rows) + (tf.range(tf.size(pieces.flat_values, tf.int64)) -
+                                     tf.gather(pieces.row_starts(), rows))
+    values = tf.tensor_scatter_nd_update(
+        tf.fill([total], tf.constant(self.unk_id, tf.int64)), pos[:, None],
+        tf.cast(pieces.flat_values, tf.int64))
+    per_sentence = tf.math.unsorted_segment_sum(
+        new_len, _row_ids(words), tf.shape(words.row_lengths(), tf.int64)[0])
+    del n_words
+    return {"ids": tf.RaggedTensor.from_row_lengths(values, per_sentence),
+            "first_piece": starts, "num_pieces": new_len}
+
+  def windows(self, ids: tf.RaggedTensor) -> dict:
+    """The windows of every sentence (see the module docstring).
+
+    Args:
+      ids: int64 RaggedTensor [B, (P)] of word pieces.
+
+    Returns:
+      dict: ``example`` int64 [W] (sentence of each window, in order),
+      ``input_ids``, ``input_mask``, ``segment_ids`` int32 [W, S],
+      ``piece_index`` int64 [W, S] (index into ``ids.flat_values`` of the
+      piece at each position, -1 at [CLS], [SEP] and padding),
+      ``is_max_context`` bool [W, S].
+    """
+    seq = self.max_seq_length
+    m = tf.constant(seq - 2, tf.int64)
+    n = ids.row_lengths()
+    step = tf.minimum(m, self.doc_stride)
+    num = tf.where(n > 0, 1 + tf.maximum(tf.zeros_like(n), (n - m + step - 1) // step),
+                   tf.zeros_like(n))
+    if self.max_windows is not None:
+      num = tf.minimum(num, self.max_windows)
+    k = tf.ragged.range(num)
+    example = _row_ids(k)
+    k = k.flat_values
+    start = k * step
+    length = tf.minimum(m, tf.gather(n, example) - start)
+    base = tf.gather(ids.row_starts(), example) + start
+    offsets = tf.ragged.range(length)                                # [W, (len)]
+    gidx = offsets + tf.expand_dims(base, 1)
+    window_ids = tf.gather(ids.flat_values, gidx)
+    pre = self.preprocessor
+    packed, segments = text.combine_segments(
+        [window_ids], start_of_sequence_id=pre.cls_id, end_of_segment_id=pre.sep_id)
+    input_ids, input_mask = text.pad_model_inputs(packed, seq, pad_value=pre.pad_id)
+    segment_ids, _ = text.pad_model_inputs(segments, seq)
+    # token_is_max_context (run_squad._check_is_max_context), float64.
+    i = tf.cast(offsets.flat_values, tf.float64)
+    window = _row_ids(offsets)
+    wlen = tf.cast(tf.gather(length, window), tf.float64)
+    score = tf.minimum(i, wlen - 1.0 - i) + 0.01 * wlen
+    pos = gidx.flat_values
+    total = tf.cast(tf.size(ids.flat_values), tf.int32)
+    pos32 = tf.cast(pos, tf.int32)
+    best = tf.math.unsorted_segment_max(score, pos32, total)
+    num_w = tf.shape(example, tf.int64)[0]
+    best_window = tf.math.unsorted_segment_min(
+        tf.where(score == tf.gather(best, pos32), window, num_w), pos32, total)
+    is_max = tf.gather(best_window, pos32) == window
+    idx = tf.stack([window, offsets.flat_values + 1], axis=1)
+    shape = tf.stack([num_w, tf.constant(seq, tf.int64)])
+    return {"example": example,
+            "input_ids": tf.cast(input_ids, tf.int32),
+            "input_mask": tf.cast(input_mask, tf.int32),
+            "segment_ids": tf.cast(segment_ids, tf.int32),
+            "piece_index": tf.scatter_nd(idx, pos + 1, shape) - 1,
+            "is_max_context": tf.scatter_nd(idx, tf.cast(is_max, tf.int32), shape) > 0}
+
+  def window_labels(self, win: dict, pieces: dict, word_labels) -> tf.Tensor:
+    """Label ids [W, S] of the windows: each word's label at its first piece,
+    :data:`IGNORE` elsewhere (other pieces, [CLS], [SEP], padding).
+
+    Args:
+      win: :meth:`windows`' dict; pieces: :meth:`word_pieces`' dict.
+      word_labels: int [N], one label id per word (row-major).
+    """
+    total = tf.size(pieces["ids"].flat_values, tf.int64)
+    piece_label = tf.scatter_nd(pieces["first_piece"][:, None],
+                                tf.cast(word_labels, tf.int64) + 1, [total]) - 1
+    padded = tf.concat([piece_label, [IGNORE]], 0)
+    pi = win["piece_index"]
+    return tf.cast(tf.gather(padded, tf.where(pi >= 0, pi, total)), tf.int32)
+
+  @staticmethod
+  def word_logits(win: dict, pieces: dict, logits) -> tuple:
+    """Per-word logits: the logits of each word's first piece in its
+    max-context window.
+
+    Args:
+      win, pieces: as :meth:`window_labels`; logits: float [W, S, L].
+
+    Returns:
+      ``(word_logits float32 [N, L], covered bool [N])``; ``covered`` is
+      False for a word whose first piece lies in no window (only with
+      ``max_windows``), whose logits are then zeros.
+    """
+    logits = tf.cast(logits, tf.float32)
+    sel = (win["piece_index"] >= 0) & win["is_max_context"]
+    idx = tf.boolean_mask(win["piece_index"], sel)
+    vals = tf.boolean_mask(logits, sel)
+    total = tf.size(pieces["ids"].flat_values, tf.int64)
+    num_labels = tf.shape(logits, tf.int64)[2]
+    piece_logits = tf.scatter_nd(idx[:, None], vals, tf.stack([total, num_labels]))
+    covered = tf.scatter_nd(idx[:, None], tf.ones_like(idx, tf.int32), [total]) > 0
+    return (tf.gather(piece_logits, pieces["first_piece"]),
+            tf.gather(covered, pieces["first_piece"]))
+
+
+def label_tables(labels: Sequence[str]):
+  """``(prefix codes, type ids, type names)`` of a label list: prefix code
+  O=0 B=1 I=2 E=3 S=4 per label, a type id per label (-1 for ``O``), the
+  sorted type names."""
+  types = sorted({l[2:] for l in labels if l != "O"})
+  prefix = [_PREFIX_CODES[l[0]] if l != "O" else 0 for l in labels]
+  type_ids = [types.index(l[2:]) if l != "O" else -1 for l in labels]
+  return prefix, type_ids, types
+
+
+def entity_spans(tag_ids: tf.RaggedTensor, prefix_codes, type_ids) -> dict:
+  """Entities of every sentence's tags with conlleval's chunk rules (the
+  in-graph twin of :func:`bert_tf.data.conll.get_entities`).
+
+  Args:
+    tag_ids: int RaggedTensor [B, (W)] of label ids.
+    prefix_codes, type_ids: :func:`label_tables`' lists.
+
+  Returns:
+    dict of int64 [E] (entities in row-major order): ``row`` (sentence),
+    ``first``, ``last`` (word indexes, inclusive), ``type_id``.
+  """
+  prefix_t = tf.constant(list(prefix_codes), tf.int64)
+  type_t = tf.constant(list(type_ids), tf.int64)
+  o_id = tf.cast(tf.argmin(tf.abs(prefix_t)), tf.int64)  # an O label (prefix 0)
+  tag_ids = tf.cast(tag_ids, tf.int64)
+  dense = tag_ids.to_tensor(default_value=o_id)
+  b = tf.shape(dense, tf.int64)[0]
+  dense = tf.concat([dense, tf.fill([b, 1], o_id)], 1)              # [B, W+1]
+  prev = tf.concat([tf.fill([b, 1], o_id), dense[:, :-1]], 1)
+  cur_p, prev_p = tf.gather(prefix_t, dense), tf.gather(prefix_t, prev)
+  cur_t, prev_t = tf.gather(type_t, dense), tf.gather(type_t, prev)
+  is_ = lambda p, *codes: tf.reduce_any(tf.stack([tf.equal(p, c) for c in codes]), 0)  # pylint: disable=unnecessary-lambda-assignment
+  ends = (is_(prev_p, 3, 4) | (is_(prev_p, 1, 2) & is_(cur_p, 0, 1, 4)) |
+          ((prev_p != 0) & (prev_t != cur_t)))
+  starts = (is_(cur_p, 1, 4) | (is_(prev_p, 0, 3, 4) & is_(cur_p, 2, 3)) |
+            ((cur_p != 0) & (prev_t != cur_t)))
+  width = tf.shape(dense, tf.int64)[1]
+  start_pos = tf.where(starts)                                      # [E, 2]
+  end_flat = tf.where(tf.reshape(ends, [-1]))[:, 0]
+  g = start_pos[:, 0] * width + start_pos[:, 1]
+  nxt = tf.gather(end_flat, tf.searchsorted(end_flat, g, side="right"))
+  return {"row": start_pos[:, 0], "first": start_pos[:, 1],
+          "last": nxt - start_pos[:, 0] * width - 1,
+          "type_id": tf.gather_nd(tf.gather(type_t, dense), start_pos)}

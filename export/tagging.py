@@ -1,0 +1,221 @@
+"""Token-tagging (NER) SavedModel: raw sentences in, per-word tags and entity
+spans out (paper section 4.3).
+
+The graph is the fine-tuning computation, inside TensorFlow:
+
+1. invalid UTF-8 is replaced by U+FFFD (``unicode_transcode``, as
+   ``export.squad``); the sentence is split into words on whitespace
+   (Python ``str.split()``'s set: ``\\t-\\r``, ``\\x1c-\\x20``, ``\\x85``
+   and Unicode Z*; tensorflow-text ``regex_split_with_offsets``), the split
+   the CoNLL reader guarantees for training words;
+2. every word -> word pieces, windows, ``[CLS] window [SEP]``
+   (:class:`bert_tf.modeling.tagging.TaggingPreprocessor`, the object the
+   task trained with; the vocab a SavedModel asset);
+3. one model call for all windows of the batch; each word takes the argmax
+   of its first piece's logits in its max-context window;
+4. entities from the tags with conlleval's chunk rules
+   (:func:`bert_tf.modeling.tagging.entity_spans`).
+
+Signature ``serving_default``: input ``sentence`` string [B] (another rank
+is flattened); outputs, padded to the longest row of the batch:
+
+* ``words`` string [B, W] and ``tags`` string [B, W] ("" as padding),
+  ``num_words`` int32 [B];
+* ``word_start_char``, ``word_end_char`` int32 [B, W];
+* ``entity_type``, ``entity_text`` string [B, E], ``entity_start_char``,
+  ``entity_end_char`` int32 [B, E], ``num_entities`` int32 [B];
+* ``truncated`` bool [B]: words beyond ``max_windows`` windows were given
+  ``O`` without being read (only for huge inputs).
+
+Offsets are Unicode code points, end exclusive:
+``sentence[start_char:end_char]`` in Python is the word / entity text (for
+invalid UTF-8: offsets into the sentence with its invalid bytes replaced by
+U+FFFD). An entity's text is the sentence's own text from its first word's
+start to its last word's end (inner whitespace kept).
+
+Defined answers, never a serving error: an empty or whitespace-only
+sentence has no words and no entities; any string (1 MB and more) is split
+and tagged whole, up to ``max_windows`` windows.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import tensorflow as tf
+import tensorflow_text as text
+
+from bert_tf.export import saved_model
+from bert_tf.modeling import tagging
+
+WHITESPACE = r"[\t-\r\x{1c}-\x{20}\x{85}\p{Z}]+"
+WARMUP_SENTENCES = ("Empire State Building = ESB .", "", "Caf\u00e9 de Flore in Paris " * 40)
+OUTPUTS = ("entity_end_char", "entity_start_char", "entity_text", "entity_type",
+           "num_entities", "num_words", "tags", "truncated", "word_end_char",
+           "word_start_char", "words")
+
+
+def _row_ids(ragged):
+  return tf.cast(ragged.value_rowids(), tf.int64)
+
+
+class TaggingServingModule(tf.Module):
+  """Word split + :class:`TaggingPreprocessor` + :class:`BertTokenClassifier`
+  + tags and entities behind a string signature.
+
+  Args:
+    model: a built :class:`bert_tf.modeling.tagging.BertTokenClassifier`.
+    tagging_preprocessor: the :class:`TaggingPreprocessor` used to fine-tune
+      it (its ``max_windows`` is the serving cap; see :func:`export_tagger`).
+    labels: the L tag strings, in label-id order.
+
+  Raises:
+    ValueError: ``labels`` does not match the model's ``num_labels``.
+
+  Example::
+
+    module = TaggingServingModule(model, task.tagging_preprocessor, task.labels)
+    out = module.serve(tf.constant(["Empire State Building = ESB ."]))
+  """
+
+  def __init__(self, model, tagging_preprocessor: tagging.TaggingPreprocessor,
+               labels: Sequence[str]):
+    super().__init__(name="bert_tagging_serving")
+    labels = list(labels)
+    if len(labels) != getattr(model, "num_labels", -1):
+      raise ValueError("export_tagger: %d labels for a model of %s outputs" % (
+          len(labels), getattr(model, "num_labels", "unknown")))
+    saved_model._track_tf_variables(self, model)  # pylint: disable=protected-access
+    self.tp = tagging_preprocessor
+    self.labels = labels
+    self.prefix_codes, self.type_ids, self.types = tagging.label_tables(labels)
+    self.o_id = labels.index("O")
+    self.serve = tf.function(self._serve, autograph=False, input_signature=[
+        saved_model._string_spec("sentence")])  # pylint: disable=protected-access
+
+  @property
+  def model(self):
+    return self._layer.obj
+
+  @staticmethod
+  def split_words(sentence):
+    """Whitespace words with code-point and byte offsets.
+
+    Args:
+      sentence: string [B], valid UTF-8.
+
+    Returns:
+      ``(words, start_char, end_char, start_byte, end_byte)``: RaggedTensors
+      [B, (W)] (string, then int64).
+    """
+    words, start_b, end_b = text.regex_split_with_offsets(sentence, WHITESPACE, "")
+    _, cp_off = tf.strings.unicode_decode_with_offsets(sentence, "UTF-8")
+    nbytes = tf.cast(tf.strings.length(sentence), tf.int64)
+    byte_base = tf.cumsum(nbytes, exclusive=True)                    # [B]
+    char_base = tf.cast(cp_off.row_starts(), tf.int64)               # [B]
+    cp_global = (tf.cast(cp_off.flat_values, tf.int64) +
+                 tf.gather(byte_base, _row_ids(cp_off)))
+    rows = _row_ids(start_b)
+    to_char = lambda b: (tf.searchsorted(  # pylint: disable=unnecessary-lambda-assignment
+        cp_global, tf.cast(b.flat_values, tf.int64) + tf.gather(byte_base, rows),
+        side="left", out_type=tf.int64) - tf.gather(char_base, rows))
+    return (words, start_b.with_flat_values(to_char(start_b)),
+            end_b.with_flat_values(to_char(end_b)), start_b, end_b)
+
+  def tag(self, sentence):
+    """The serving computation on a flat [B] batch; the output dict."""
+    sentence = tf.strings.unicode_transcode(saved_model.as_batch(sentence), "UTF-8",
+                                            "UTF-8", errors="replace",
+                                            replacement_char=0xFFFD)
+    words, s_char, e_char, s_byte, e_byte = self.split_words(sentence)
+    pieces = self.tp.word_pieces(words)
+    win = self.tp.windows(pieces["ids"])
+    logits = self.model({k: win[k] for k in tagging.FEATURE_NAMES}, training=False)
+    word_logits, covered = self.tp.word_logits(win, pieces, logits)
+    ids = tf.where(covered, tf.argmax(word_logits, -1), self.o_id)
+    tag_ids = words.with_flat_values(ids)
+    label_t = tf.constant(self.labels)
+    ent = tagging.entity_spans(tag_ids, self.prefix_codes, self.type_ids)
+    batch = tf.shape(sentence, tf.int64)[0]
+    first = ent["first"] + tf.gather(words.row_starts(), ent["row"])  # global word index
+    last = ent["last"] + tf.gather(words.row_starts(), ent["row"])
+    num_e = tf.math.bincount(tf.cast(ent["row"], tf.int32),
+                             minlength=tf.cast(batch, tf.int32),
+                             maxlength=tf.cast(batch, tf.int32), dtype=tf.int64)
+    as_rows = lambda v: tf.RaggedTensor.from_row_lengths(v, num_e)  # pylint: disable=unnecessary-lambda-assignment
+    b0 = as_rows(tf.gather(s_byte.flat_values, first))
+    b1 = as_rows(tf.gather(e_byte.flat_values, last))
+    b0d, b1d = b0.to_tensor(0), b1.to_tensor(0)
+    ent_text = tf.strings.substr(tf.expand_dims(sentence, 1), tf.cast(b0d, tf.int32),
+                                 tf.cast(b1d - b0d, tf.int32), unit="BYTE")
+    ent_mask = tf.sequence_mask(num_e, tf.shape(b0d, tf.int64)[1])
+    ent_text = tf.where(ent_mask, ent_text, "")
+    types = tf.constant(self.types + [""])
+    i32 = lambda r: tf.cast(r.to_tensor(0), tf.int32)  # pylint: disable=unnecessary-lambda-assignment
+    uncovered = tf.math.unsorted_segment_sum(
+        tf.cast(~covered, tf.int32), tf.cast(_row_ids(words), tf.int32),
+        tf.cast(batch, tf.int32)) > 0
+    return {
+        "words": words.to_tensor(""),
+        "tags": tag_ids.with_flat_values(tf.gather(label_t, ids)).to_tensor(""),
+        "num_words": tf.cast(words.row_lengths(), tf.int32),
+        "word_start_char": i32(s_char), "word_end_char": i32(e_char),
+        "entity_type": as_rows(tf.gather(types, ent["type_id"])).to_tensor(""),
+        "entity_text": ent_text,
+        "entity_start_char": i32(as_rows(tf.gather(s_char.flat_values, first))),
+        "entity_end_char": i32(as_rows(tf.gather(e_char.flat_values, last))),
+        "num_entities": tf.cast(num_e, tf.int32),
+        "truncated": uncovered,
+    }
+
+  def _serve(self, sentence):
+    return self.tag(sentence)
+
+  def signature(self):
+    """The concrete ``serving_default`` function."""
+    return self.serve.get_concrete_function()
+
+
+def export_tagger(model, preprocessor, labels: Sequence[str], export_dir: str,
+                  doc_stride: int = 64, max_windows: int = 256,
+                  version: Optional[int] = None) -> str:
+  """Writes ``export_dir/<version>/`` (a token-tagging SavedModel); returns
+  its path. See the module docstring for the signature.
+
+  Args:
+    model: a built :class:`bert_tf.modeling.tagging.BertTokenClassifier`.
+    preprocessor: the :class:`bert_tf.preprocessing.BertPreprocessor` used
+      to fine-tune it (vocab, lower-casing, ``max_seq_length``).
+    labels: the tags in label-id order (``ner_config.json``'s ``labels``).
+    export_dir: the model's base directory (TF Serving ``model_base_path``).
+    doc_stride: as in training.
+    max_windows: windows per sentence at most (the serving guard).
+    version: integer version; default
+      :func:`bert_tf.export.saved_model.next_version`.
+
+  Returns:
+    the path of the version directory (written under a temporary name and
+    renamed when whole).
+
+  Raises:
+    FileExistsError: that version already exists.
+    ValueError: labels that do not fit the model; errors.ParamsError: bad
+      ``doc_stride`` / ``max_windows``.
+
+  Example::
+
+    from bert_tf import export
+    path = export.export_tagger(model, task.preprocessor, task.labels, "exports/ner")
+  """
+  tp = tagging.TaggingPreprocessor(preprocessor, doc_stride, max_windows)
+  module = TaggingServingModule(model, tp, labels)
+  metadata = {
+      "export": "tagging", "task": "ner", "labels": list(labels), "is_pair": False,
+      "inputs": ["sentence"], "outputs": list(OUTPUTS),
+      "max_seq_length": preprocessor.max_seq_length, "doc_stride": int(doc_stride),
+      "max_windows": int(max_windows), "do_lower_case": preprocessor.do_lower_case,
+      "offsets": "start_char/end_char: Unicode code points, end exclusive",
+  }
+  return saved_model._write_export(  # pylint: disable=protected-access
+      module, {"serving_default": module.signature()}, export_dir, version,
+      metadata, [("serving_default", {"sentence": list(WARMUP_SENTENCES)})])

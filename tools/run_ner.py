@@ -1,0 +1,80 @@
+"""Fine-tunes BERT for token tagging (NER, paper section 4.3 / Figure 4d).
+
+Reads CoNLL files from ``--data_dir`` (``--train_file`` train.txt,
+``--dev_file`` dev.txt, ``--test_file`` test.txt): ``token<TAB>tag`` or the
+CoNLL-2003 ``word POS chunk NER`` layout, a blank line between sentences,
+``-DOCSTART-`` lines skipped; IOB1, IOB2 or IOBES tags. Labels: ``--label_list``
+or the sorted set of the training tags plus ``O``. Each word's label sits on
+its first word piece (the other pieces are ignored by the loss and at
+prediction); a sentence longer than ``--max_seq_length`` - 2 pieces is split
+into windows ``--doc_stride`` pieces apart, each word predicted from its
+max-context window (never cut). ``--do_eval`` writes ``eval_results.txt``
+(entity-level ``eval_precision``/``eval_recall``/``eval_f1`` with conlleval
+semantics, per-type ``eval_<type>_*``; after every epoch when training, the
+best model by ``eval_f1`` kept in ``OUTPUT_DIR/best/``), ``--do_predict``
+writes ``test_predictions.txt`` (CoNLL), ``--export_dir`` a TF Serving
+SavedModel (:func:`bert_tf.export.export_tagger`: raw sentences in, per-word
+tags and entity spans with code-point offsets out). ``--init_checkpoint``
+takes a Hugging Face BERT / ``BertForTokenClassification`` directory (then
+``--bert_config_file`` and ``--vocab_file`` default to its files), an
+original TF1 checkpoint or ours. Restarting with the same ``--output_dir``
+resumes.
+
+  python tools/run_ner.py --do_train --do_eval \
+    --data_dir=../shared/data/ner_wnut16 --init_checkpoint=HF_DIR \
+    --output_dir=/tmp/ner --max_seq_length=128 --train_batch_size=32 \
+    --learning_rate=5e-5 --num_train_epochs=20
+"""
+
+import sys
+
+from bert_tf.tools import _startup
+_startup.setup(tensorflow=True)
+
+from absl import app
+from absl import flags
+
+from bert_tf.tools import _common
+from bert_tf import jobs
+from bert_tf import runner
+from bert_tf.tasks import tagging
+
+FLAGS = flags.FLAGS
+_common.define_training_flags()  # --distribution_strategy defined once, here
+_common.define_flags(tagging.NerParams, required=("output_dir",))
+flags.adopt_module_key_flags(_common)  # --helpshort lists them too
+
+TOOL = "run_ner"
+
+
+def export_tagger(model, task):
+  """The export hook: the fine-tuned model with its preprocessing, as a TF
+  Serving SavedModel version under ``--export_dir``."""
+  from bert_tf.export import tagging as tagging_export  # pylint: disable=g-import-not-at-top
+  return tagging_export.export_tagger(
+      model, task.preprocessor, task.labels, task.params.export_dir,
+      doc_stride=task.params.doc_stride)
+
+
+def main(argv):
+  del argv
+  if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict or FLAGS.export_dir):
+    sys.exit("%s: error: at least one of --do_train, --do_eval, --do_predict or "
+             "--export_dir must be set" % TOOL)
+  try:
+    if FLAGS.deterministic:  # before the strategy starts TensorFlow's runtime
+      runner.enable_determinism_for_run(FLAGS.output_dir, FLAGS.seed)
+    strategy = _common.strategy_from_flags()
+    params = _common.params_from_flags(tagging.NerParams)
+    jobs.run_ner(params, strategy, exporter=export_tagger if FLAGS.export_dir else None)
+  except _common.REPORTED as e:
+    _common.fail(TOOL, e)
+
+
+def run():
+  """Console-script entry point."""
+  app.run(main)
+
+
+if __name__ == "__main__":
+  run()

@@ -108,7 +108,14 @@ class TaggingServingModule(tf.Module):
       ``(words, start_char, end_char, start_byte, end_byte)``: RaggedTensors
       [B, (W)] (string, then int64).
     """
-    words, start_b, end_b = text.regex_split_with_offsets(sentence, WHITESPACE, "")
+    # The split op stops at a NUL byte: split a copy with NUL -> \x01 (same
+    # length; neither is whitespace) and cut the words from the sentence.
+    _, start_b, end_b = text.regex_split_with_offsets(
+        tf.strings.regex_replace(sentence, "\x00", "\x01"), WHITESPACE, "")
+    s0, s1 = start_b.to_tensor(0), end_b.to_tensor(0)
+    dense = tf.strings.substr(tf.expand_dims(sentence, 1), tf.cast(s0, tf.int32),
+                              tf.cast(s1 - s0, tf.int32), unit="BYTE")
+    words = tf.RaggedTensor.from_tensor(dense, lengths=start_b.row_lengths())
     _, cp_off = tf.strings.unicode_decode_with_offsets(sentence, "UTF-8")
     nbytes = tf.cast(tf.strings.length(sentence), tf.int64)
     byte_base = tf.cumsum(nbytes, exclusive=True)                    # [B]

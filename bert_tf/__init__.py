@@ -38,6 +38,7 @@ _API = {
     "BertQuestionAnswerer": "bert_tf.modeling.models",
     "build_question_answerer": "bert_tf.modeling.models",
     "BertMultipleChoice": "bert_tf.modeling.multiple_choice",
+    "BertTokenClassifier": "bert_tf.modeling.tagging",
     "create_optimizer": "bert_tf.optimization",
     "AdamWeightDecay": "bert_tf.optimization",
     "load_encoder_weights": "bert_tf.checkpoints",

@@ -12,6 +12,8 @@ Public API (imported lazily):
 * :func:`export_squad` - a SQuAD question answerer: raw question + context
   strings in, the answer span out (doc-stride windows and the original's
   best-span choice inside the graph).
+* :func:`export_tagger` - token tagging (NER): raw sentences in, per-word
+  tags and entity spans (code-point offsets) out (``export.tagging``).
 * :func:`export_encoder_all_layers` - feature extraction: raw strings in,
   every layer's hidden states out (``export.features``).
 * :func:`load_fine_tuned` - rebuild a ``run_classifier.py`` output dir.
@@ -39,6 +41,7 @@ _API = {
     "export_squad": "bert_tf.export.squad",
     "export_encoder_all_layers": "bert_tf.export.features",
     "export_multiple_choice": "bert_tf.export.multiple_choice",
+    "export_tagger": "bert_tf.export.tagging",
     "load_fine_tuned": "bert_tf.export.fine_tuned",
     "FineTuned": "bert_tf.export.fine_tuned",
 }

@@ -35,7 +35,7 @@ LAYERS = [
 TF_FREE = [
     "bert_tf.errors", "bert_tf.params", "bert_tf.config", "bert_tf.io_utils",
     "bert_tf.tokenization", "bert_tf.metrics", "bert_tf.squad_metrics",
-    "bert_tf.data.squad", "bert_tf.data.swag", "bert_tf.data.extract", "bert_tf.data.pretraining.tokens", "bert_tf.data.pretraining.documents",
+    "bert_tf.data.squad", "bert_tf.data.swag", "bert_tf.data.conll", "bert_tf.data.extract", "bert_tf.data.pretraining.tokens", "bert_tf.data.pretraining.documents",
     "bert_tf.data.pretraining.records",
     "bert_tf.data.pretraining.faithful", "bert_tf.data.pretraining.sharded",
 ]

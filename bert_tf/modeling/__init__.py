@@ -16,8 +16,9 @@ from bert_tf.modeling.models import BertQuestionAnswerer
 from bert_tf.modeling.models import DenseHead
 from bert_tf.modeling.models import MaskedLMHead
 from bert_tf.modeling.multiple_choice import BertMultipleChoice
+from bert_tf.modeling.tagging import BertTokenClassifier
 
 __all__ = ["BertEncoder", "BertClassifier", "BertPretrainer", "BertQuestionAnswerer",
-           "BertMultipleChoice",
+           "BertMultipleChoice", "BertTokenClassifier",
            "BertEmbeddings",
            "TransformerBlock", "Dropout", "MaskedLMHead", "DenseHead"]

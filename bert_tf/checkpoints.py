@@ -465,25 +465,56 @@ def load_question_answerer_weights(model, init_checkpoint,
   Raises:
     CheckpointError: naming ``source`` and the file.
   """
+  return load_task_model_weights(
+      model, init_checkpoint, source, "the SQuAD head", load_hf_squad_head,
+      load_tf1_head=load_tf1_squad_head, hf_optional=("bert/pooler/",))
+
+
+def load_task_model_weights(model, init_checkpoint, source, head_name, load_hf_head,
+                            load_tf1_head=None, hf_optional=()):
+  """Initializes a task model (``model.encoder`` + a head) from any supported
+  starting point; the one loader of every fine-tuning model with a head.
+
+  * a Hugging Face directory: the encoder (the names in ``hf_optional``,
+    e.g. the pooler a head does not read, may be missing) and the head by
+    ``load_hf_head(model, dir) -> bool`` when the directory has it;
+  * an original TF1 checkpoint: the encoder, and the head by
+    ``load_tf1_head(model, path) -> bool`` when given and present;
+  * one of ours: the whole model when the checkpoint is this task's, else
+    its encoder (a pretraining run or another task's).
+
+  Args:
+    model: a built task model with an ``encoder`` attribute.
+    init_checkpoint: a path as above.
+    source: what names the path in errors (the flag, ``--init_checkpoint``).
+    head_name: the head in the returned message ("the SQuAD head").
+    load_hf_head, load_tf1_head: the head loaders (see above).
+    hf_optional: name prefixes the Hugging Face directory may lack.
+
+  Returns:
+    a string saying what was loaded.
+
+  Raises:
+    CheckpointError: naming ``source`` and the file.
+  """
+  with_head = " (with %s)" % head_name
   if is_hf_dir(init_checkpoint):
-    path = load_hf_weights(model.encoder, init_checkpoint,
-                           optional=("bert/pooler/",))
-    head = load_hf_squad_head(model, init_checkpoint)
-    return "Hugging Face weights %s%s" % (path, " (with the SQuAD head)" if head else "")
-  if not (os.path.exists(init_checkpoint) or
+    path = load_hf_weights(model.encoder, init_checkpoint, optional=hf_optional)
+    head = load_hf_head(model, init_checkpoint)
+    return "Hugging Face weights %s%s" % (path, with_head if head else "")
+  if not (tf.io.gfile.exists(init_checkpoint) or
           tf.io.gfile.glob(init_checkpoint + ".index")):
     raise CheckpointError("%s: %r does not exist" % (source, init_checkpoint),
                           argument=source.lstrip("-") if source.startswith("--") else None)
   if is_tf1_checkpoint(init_checkpoint):
     load_tf1_checkpoint(encoder_variables(model.encoder), init_checkpoint)
-    head = load_tf1_squad_head(model, init_checkpoint)
-    return "original TF1 checkpoint %s%s" % (
-        init_checkpoint, " (with the SQuAD head)" if head else "")
+    head = load_tf1_head is not None and load_tf1_head(model, init_checkpoint)
+    return "original TF1 checkpoint %s%s" % (init_checkpoint, with_head if head else "")
   try:
-    return "checkpoint %s (with the SQuAD head)" % restore_object_checkpoint(
-        init_checkpoint, source, model=model)
+    return "checkpoint %s%s" % (
+        restore_object_checkpoint(init_checkpoint, source, model=model), with_head)
   except CheckpointError:
-    pass  # not a question answerer's: its encoder
+    pass  # not this task's model: its encoder
   return "checkpoint " + restore_object_checkpoint(init_checkpoint, source,
                                                    encoder=model.encoder)
 

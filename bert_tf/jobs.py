@@ -216,13 +216,7 @@ def run_swag(params: swag.SwagParams, strategy,
              "%.3g epochs)" % (swag.data_path(params, "train_file"), len(task.train),
                                task.num_choices, task.num_train_steps,
                                params.train_batch_size, params.num_train_epochs))
-  export_fn = None
-  if exporter is not None and params.export_dir:
-    export_fn = lambda model: exporter(model, task)  # pylint: disable=unnecessary-lambda-assignment
-  return runner.Runner(runner.RunnerParams.from_params(params), print_fn).run(
-      task, strategy, do_train=params.do_train, do_eval=bool(task.dev),
-      do_predict=bool(task.test), eval_at_steps=task.eval_at_steps() if task.dev else (),
-      export_fn=export_fn)
+  return _run_file_task(task, params, strategy, print_fn, exporter)
 
 
 def run_ner(params: tagging.NerParams, strategy,
@@ -265,6 +259,14 @@ def run_ner(params: tagging.NerParams, strategy,
                  task.train_encoded.num_windows, len(task.labels),
                  task.num_train_steps, params.train_batch_size,
                  params.num_train_epochs))
+  return _run_file_task(task, params, strategy, print_fn, exporter)
+
+
+def _run_file_task(task, params, strategy, print_fn, exporter) -> dict:
+  """The runner over a task with ``train``/``dev``/``test`` file splits
+  (multiple choice, tagging): evaluates when a dev file was read, predicts
+  when a test file was, exports through ``exporter(model, task)`` when
+  ``params.export_dir`` is set."""
   export_fn = None
   if exporter is not None and params.export_dir:
     export_fn = lambda model: exporter(model, task)  # pylint: disable=unnecessary-lambda-assignment

@@ -205,24 +205,5 @@ def load_multiple_choice_weights(model: BertMultipleChoice, init_checkpoint: str
   Raises:
     CheckpointError: naming ``source`` and the file.
   """
-  if checkpoints.is_hf_dir(init_checkpoint):
-    path = checkpoints.load_hf_weights(model.encoder, init_checkpoint)
-    head = load_hf_multiple_choice_head(model, init_checkpoint)
-    return "Hugging Face weights %s%s" % (
-        path, " (with the multiple-choice head)" if head else "")
-  argument = source.lstrip("-") if source.startswith("--") else None
-  if not (tf.io.gfile.exists(init_checkpoint) or
-          tf.io.gfile.glob(init_checkpoint + ".index")):
-    raise errors.CheckpointError("%s: %r does not exist" % (source, init_checkpoint),
-                                 argument=argument)
-  if checkpoints.is_tf1_checkpoint(init_checkpoint):
-    checkpoints.load_tf1_checkpoint(checkpoints.encoder_variables(model.encoder),
-                                    init_checkpoint)
-    return "original TF1 checkpoint " + init_checkpoint
-  try:
-    return "checkpoint %s (with the multiple-choice head)" % (
-        checkpoints.restore_object_checkpoint(init_checkpoint, source, model=model))
-  except errors.CheckpointError:
-    pass  # not a multiple-choice model's: its encoder
-  return "checkpoint " + checkpoints.restore_object_checkpoint(
-      init_checkpoint, source, encoder=model.encoder)
+  return checkpoints.load_task_model_weights(
+      model, init_checkpoint, source, "the multiple-choice head", load_hf_multiple_choice_head)

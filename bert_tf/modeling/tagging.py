@@ -237,28 +237,9 @@ def load_tagging_weights(model: BertTokenClassifier, init_checkpoint: str,
   Raises:
     CheckpointError: naming ``source`` and the file.
   """
-  if checkpoints.is_hf_dir(init_checkpoint):
-    path = checkpoints.load_hf_weights(model.encoder, init_checkpoint,
-                                       optional=("bert/pooler/",))
-    head = load_hf_tagging_head(model, init_checkpoint)
-    return "Hugging Face weights %s%s" % (
-        path, " (with the token-classification head)" if head else "")
-  argument = source.lstrip("-") if source.startswith("--") else None
-  if not (tf.io.gfile.exists(init_checkpoint) or
-          tf.io.gfile.glob(init_checkpoint + ".index")):
-    raise errors.CheckpointError("%s: %r does not exist" % (source, init_checkpoint),
-                                 argument=argument)
-  if checkpoints.is_tf1_checkpoint(init_checkpoint):
-    checkpoints.load_tf1_checkpoint(checkpoints.encoder_variables(model.encoder),
-                                    init_checkpoint)
-    return "original TF1 checkpoint " + init_checkpoint
-  try:
-    return "checkpoint %s (with the token-classification head)" % (
-        checkpoints.restore_object_checkpoint(init_checkpoint, source, model=model))
-  except errors.CheckpointError:
-    pass
-  return "checkpoint " + checkpoints.restore_object_checkpoint(
-      init_checkpoint, source, encoder=model.encoder)
+  return checkpoints.load_task_model_weights(
+      model, init_checkpoint, source, "the token-classification head", load_hf_tagging_head,
+      hf_optional=("bert/pooler/",))
 
 
 def _row_ids(ragged):

@@ -53,14 +53,19 @@ outputs
 * ``score`` float32 [B]: start_logit + end_logit of the best non-null span;
 * v2 only: ``no_answer`` bool [B], ``null_score_diff`` float32 [B].
 
-Defined answers where the original has none (never a serving error):
-no valid span at all (empty or whitespace-only context, or a context whose
-every candidate is filtered) -> ``answer`` "", ``start_char = end_char = 0``,
-``score = -inf``; v2: ``no_answer`` True, ``null_score_diff = +inf`` (the
-original predicts the placeholder text "empty" in v1, and fails or uses its
-1e6 sentinel in v2). A v2 ``no_answer`` also empties ``answer`` and sets
-``start_char = end_char = 0`` (as the original's predictions file);
-``score`` still holds the best non-null span's score. An empty question is
+No valid span (never a serving error): a context with windows whose
+n-best holds no valid span (every pair of the ``n_best_size`` best starts
+and ends is reversed, too long, or outside the context) gets the
+original's nonce answer: ``answer`` "empty" (``NO_SPAN_TEXT``, the text
+``write_predictions`` puts in ``predictions.json``), ``start_char = end_char
+= 0``, ``score = -inf``, and in v2 ``null_score_diff`` = the null score (the
+nonce entry's logits are 0, as in ``null_odds.json``). A context without any
+window (empty or whitespace-only) -> ``answer`` "", ``start_char = end_char
+= 0``, ``score = -inf``; v2: ``no_answer`` True, ``null_score_diff = +inf``.
+So ``answer == context[start_char:end_char]`` unless ``score`` is -inf. A
+v2 ``no_answer`` also empties ``answer`` and sets ``start_char = end_char =
+0`` (as the original's predictions file); ``score`` still holds the best
+non-null span's score. An empty question is
 answered as the original does (``[CLS] [SEP] context [SEP]``). A context
 needing more than ``max_windows`` (default 100) windows is searched in its
 first ``max_windows`` windows only, and ``token_is_max_context`` is decided
@@ -84,6 +89,7 @@ import tensorflow_text as text
 
 from bert_tf import errors
 from bert_tf import preprocessing
+from bert_tf.data.squad import NO_SPAN_TEXT
 from bert_tf.export import saved_model
 
 WARMUP_QUESTIONS = ("Which team won Super Bowl 50?", "", "Where is the caf\u00e9?")
@@ -350,6 +356,7 @@ class SquadServingModule(tf.Module):
         tf.ones_like(win["example"]), tf.cast(win["example"], tf.int32), b32) > 0
     out["null_score"] = tf.where(has_window, out["null_score"],
                                  tf.constant(float("inf"), tf.float64))
+    out["has_window"] = has_window
     return out
 
   # --------------------------------------------------------------- serve
@@ -374,17 +381,23 @@ class SquadServingModule(tf.Module):
     s_char = tf.where(found, safe(flat_start, best["start_token"]), 0)
     e_char = tf.where(found, safe(flat_end, best["end_token"]), 0)
     out = {"score": tf.cast(best["score"], tf.float32)}
+    answer = tf.strings.substr(context, tf.cast(s_char, tf.int32),
+                               tf.cast(e_char - s_char, tf.int32), unit="UTF8_CHAR")
+    # Windows but no valid span in the n-best: the original's nonce entry
+    # ("empty", start and end logits 0), as predictions.json says.
+    answer = tf.where(found | ~best["has_window"], answer, NO_SPAN_TEXT)
     if self.version_2_with_negative:
-      diff = best["null_score"] - best["start_logit"] - best["end_logit"]
-      diff = tf.where(found, diff, tf.constant(float("inf"), tf.float64))
+      # Not found: the nonce entry's logits are 0, so the diff is the null
+      # score (+inf without any window).
+      diff = tf.where(found, best["null_score"] - best["start_logit"] - best["end_logit"],
+                      best["null_score"])
       no_answer = diff > self.null_score_diff_threshold
       out["no_answer"] = no_answer
       out["null_score_diff"] = tf.cast(diff, tf.float32)
       s_char = tf.where(no_answer, tf.zeros_like(s_char), s_char)
       e_char = tf.where(no_answer, tf.zeros_like(e_char), e_char)
-    out["answer"] = tf.strings.substr(context, tf.cast(s_char, tf.int32),
-                                      tf.cast(e_char - s_char, tf.int32),
-                                      unit="UTF8_CHAR")
+      answer = tf.where(no_answer, tf.constant(""), answer)
+    out["answer"] = answer
     out["start_char"] = tf.cast(s_char, tf.int32)
     out["end_char"] = tf.cast(e_char, tf.int32)
     return out

@@ -31,6 +31,7 @@ import tensorflow_text
 from bert_tf import config as config_lib
 from bert_tf import preprocessing
 from bert_tf import tokenization
+from bert_tf.data import squad as squad_data
 from bert_tf.export import saved_model
 from bert_tf.export import serving_ops
 from bert_tf.export import squad
@@ -345,6 +346,76 @@ class PeakModel:
     return {"start_logits": start, "end_logits": end}
 
 
+class ZeroModel:
+  """Every logit 0: the n-best starts and ends are the first ``n_best_size``
+  positions (ties go to the lower index, in the original as in the graph)."""
+
+  def __call__(self, features, training=False):
+    zeros = tf.zeros(tf.shape(features["input_ids"]), tf.float32)
+    return {"start_logits": zeros, "end_logits": zeros}
+
+
+def test_no_valid_span_answers_as_the_original(tmp_path):
+  """Windows whose n-best has no valid span get the original's nonce answer.
+
+  With all logits 0 the 20 best starts and ends are positions 0-19; a
+  question of 18+ pieces fills them with [CLS] + question + [SEP], so no
+  candidate lies in the context: the original writes "empty". Every other
+  question gets a real span. v1 against the ORIGINAL write_predictions; v2
+  against ours (the original raises AttributeError there, see
+  ``bert_tf.data.squad``)."""
+  seq, stride, query = 64, 16, 32
+  data, _ = _examples(n_paragraphs=6, per_paragraph=2)
+  rows = []
+  for p in data["data"][0]["paragraphs"]:
+    for qa in p["qas"]:
+      if len(rows) % 2:
+        qa["question"] = "please tell me, if you would be so kind, " * 3 + qa["question"]
+      rows.append((qa["id"], qa["question"], p["context"]))
+  path = str(tmp_path / "slice.json")
+  with open(path, "w", encoding="utf-8") as f:
+    json.dump(data, f)
+  questions, contexts = [r[1] for r in rows], [r[2] for r in rows]
+  win = _graph_windows(_module(None, seq, stride, query), questions, contexts)
+  zeros = np.zeros(win["input_ids"].shape, np.float32)
+  npz = str(tmp_path / "zero_logits.npz")
+  np.savez(npz, unique_ids=1000000000 + np.arange(len(zeros)), start_logits=zeros,
+           end_logits=zeros)
+  jobs = [{"kind": "predictions", "input_file": path, "vocab_file": VOCAB,
+           "do_lower_case": True, "max_seq_length": seq, "doc_stride": stride,
+           "max_query_length": query, "logits": npz, "n_best_size": 20,
+           "max_answer_length": MAX_ANSWER, "version_2_with_negative": False,
+           "null_score_diff_threshold": 0.0, "output_dir": str(tmp_path / "pred")}]
+  with open(str(tmp_path / "jobs.json"), "w", encoding="utf-8") as f:
+    json.dump(jobs, f)
+  run_tool([ORIGINAL, str(tmp_path), str(tmp_path / "jobs.json")], cwd=HERE)
+  with open(str(tmp_path / "pred" / "predictions.json"), encoding="utf-8") as f:
+    original_v1 = json.load(f)
+  examples = squad_data.read_squad_examples(path, is_training=False)
+  features = squad_data.convert_examples_to_features(
+      examples, tokenization.FullTokenizer(VOCAB, do_lower_case=True), seq, stride, query,
+      is_training=False)
+  results = [squad_data.RawResult(f.unique_id, zeros[0], zeros[0]) for f in features]
+  ours_v2, _, odds_v2 = squad_data.compute_predictions(
+      examples, features, results, 20, MAX_ANSWER, True, version_2_with_negative=True)
+  model = ZeroModel()
+  v1 = _answers(_module(model, seq, stride, query), model, questions, contexts)
+  v2 = _answers(_module(model, seq, stride, query, v2=True), model, questions, contexts)
+  nonce = 0
+  for i, (qid, _, context) in enumerate(rows):
+    for got, want in ((v1, original_v1[qid]), (v2, ours_v2[qid])):
+      text = got["answer"][i].decode("utf-8")
+      assert " ".join(text.split()) == want, (qid, text, want)
+      if want == squad_data.NO_SPAN_TEXT:
+        assert got["score"][i] == -np.inf
+        assert got["start_char"][i] == got["end_char"][i] == 0
+      else:
+        assert text == context[got["start_char"][i]:got["end_char"][i]]
+    assert v2["null_score_diff"][i] == np.float32(odds_v2[qid]) and not v2["no_answer"][i]
+    nonce += original_v1[qid] == squad_data.NO_SPAN_TEXT
+  assert 0 < nonce < len(rows)
+
+
 @pytest.mark.parametrize("index,first,last,want", SURFACE_CASES)
 def test_answer_is_the_original_surface_form(original, index, first, last, want):
   """A model peaked at two pieces: the answer is the context's own text, and
@@ -416,7 +487,10 @@ def _check(out, contexts):
     text = c.decode("utf-8", errors="replace")  # == unicode_transcode's replacement
     s, e = int(out["start_char"][i]), int(out["end_char"][i])
     assert 0 <= s <= e <= len(text)
-    assert out["answer"][i].decode("utf-8") == text[s:e]
+    if out["score"][i] == -np.inf and out["answer"][i] == squad_data.NO_SPAN_TEXT.encode():
+      assert s == e == 0  # windows without a valid span: the original's nonce
+    else:
+      assert out["answer"][i].decode("utf-8") == text[s:e]
 
 
 def test_metadata_and_signature(exports):
@@ -507,7 +581,9 @@ def test_hostile_inputs_through_signature(exports, served):
     # takes 5 pieces: windows of 64 - 5 - 3 = 56, step 16).
     limit = (99 * 16 + 56) * 5
     assert out["end_char"][7] <= limit and np.isfinite(out["score"][7])
-    assert out["answer"][8] in (b"", b"a" * MB)
+    # One [UNK] piece: the span, or the nonce when it misses the n-best
+    # (v2: or no answer).
+    assert out["answer"][8] in (b"", squad_data.NO_SPAN_TEXT.encode(), b"a" * MB)
   # Empty batch, a batch without any window, mismatched batch sizes, other ranks.
   out = _serve(served["v2"], [], [])
   assert out["answer"].shape == (0,) and out["no_answer"].shape == (0,)

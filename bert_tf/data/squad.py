@@ -45,6 +45,8 @@ from bert_tf import tokenization
 logger = logging.getLogger(__name__)
 
 FIRST_UNIQUE_ID = 1000000000  # the original's first feature id
+# The original's nonce n-best text when no valid span exists (write_predictions).
+NO_SPAN_TEXT = "empty"
 
 
 class SquadExample:
@@ -829,11 +831,11 @@ def compute_predictions(
       # Only the null answer: the original fails here (AttributeError);
       # like Hugging Face, add a nonce non-null entry.
       if not any(entry.text for entry in nbest):
-        nbest.insert(0, _NbestPrediction(text="empty", start_logit=0.0,
+        nbest.insert(0, _NbestPrediction(text=NO_SPAN_TEXT, start_logit=0.0,
                                          end_logit=0.0))
     # In very rare edge cases there is no valid prediction: a nonce one.
     if not nbest:
-      nbest.append(_NbestPrediction(text="empty", start_logit=0.0, end_logit=0.0))
+      nbest.append(_NbestPrediction(text=NO_SPAN_TEXT, start_logit=0.0, end_logit=0.0))
 
     total_scores = []
     best_non_null_entry = None

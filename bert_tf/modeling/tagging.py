@@ -37,6 +37,8 @@ gets a prediction.
 
 from __future__ import annotations
 
+import json
+import os
 from typing import Optional, Sequence
 
 import keras
@@ -167,8 +169,6 @@ class BertTokenClassifier(keras.Model):
 
 def run_num_labels(run_dir: Optional[str]) -> Optional[int]:
   """L from ``run_dir/ner_config.json`` (a ``run_ner`` run), else None."""
-  import json  # pylint: disable=g-import-not-at-top
-  import os  # pylint: disable=g-import-not-at-top
   path = os.path.join(run_dir or "", TAGGING_RUN_CONFIG)
   if not os.path.exists(path):
     return None

@@ -23,27 +23,16 @@ first ``--sentences`` lines of ``data/corpus/sample_text.txt`` (cycled).
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 
+from _cpuinfo import cpu_info  # pylint: disable=wrong-import-position
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VOCAB = os.path.join(ROOT, "data", "vocab", "uncased_vocab.txt")
 TEXT = os.path.join(ROOT, "data", "corpus", "sample_text.txt")
-
-
-def cpu_model():
-  """The CPU's model name (``/proc/cpuinfo``), or the platform's."""
-  try:
-    with open("/proc/cpuinfo") as f:
-      for line in f:
-        if line.startswith("model name"):
-          return line.split(":", 1)[1].strip()
-  except OSError:
-    pass
-  return platform.processor() or platform.machine()
 
 
 def make_checkpoint(workdir, layers, hidden):
@@ -116,8 +105,9 @@ def main():
     pass
   encoder_only = time.perf_counter() - start
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  print("CPU: %s (%d cores visible); TensorFlow %s" % (cpu_model(), os.cpu_count(),
-                                                       tf.__version__))
+  cpu, cpu_flags = cpu_info()
+  print("CPU: %s (%d cores visible; flags: %s); TensorFlow %s" % (
+      cpu, os.cpu_count(), " ".join(cpu_flags) or "none", tf.__version__))
   print("model: %d layers x H %d (random weights, TF1 checkpoint); flags: %s" % (
       args.layers_n, args.hidden, " ".join(f for f in flags if "file" not in f
                                             and "checkpoint" not in f)))

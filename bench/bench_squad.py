@@ -95,6 +95,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from _cpuinfo import cpu_info  # pylint: disable=wrong-import-position
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")
@@ -103,30 +104,6 @@ VERSION_EPOCHS = {1: 2, 2: 6}
 
 
 # ---------------------------------------------------------------- helpers
-
-
-def cpu_info():
-  """``(model name, [avx2/avx512*/amx* flags])`` from lscpu (/proc/cpuinfo
-  as a fallback)."""
-  model, flags = "unknown CPU", []
-  try:
-    out = subprocess.run(["lscpu"], capture_output=True, text=True,
-                         check=False).stdout
-  except OSError:
-    out = ""
-  if not out and os.path.exists("/proc/cpuinfo"):
-    with open("/proc/cpuinfo", encoding="utf-8") as f:
-      out = "\n".join(l.replace("model name", "Model name").replace(
-          "flags\t", "Flags") for l in f.read().splitlines())
-  for line in out.splitlines():
-    key, _, value = line.partition(":")
-    key = key.strip()
-    if key == "Model name" and model == "unknown CPU":
-      model = value.strip()
-    elif key == "Flags" and not flags:
-      flags = sorted(f for f in value.split()
-                     if f == "avx2" or f.startswith(("avx512", "amx")))
-  return model, flags
 
 
 def header(lines):

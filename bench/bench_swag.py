@@ -53,26 +53,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from _cpuinfo import cpu_info  # pylint: disable=wrong-import-position
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data", "mc_wikihow")
-
-
-def cpu_info():
-  """``(model name, [avx2/avx512*/amx* flags])`` from lscpu."""
-  model, flags = "unknown CPU", []
-  try:
-    out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
-  except OSError:
-    out = ""
-  for line in out.splitlines():
-    key, _, value = line.partition(":")
-    if key.strip() == "Model name" and model == "unknown CPU":
-      model = value.strip()
-    elif key.strip() == "Flags" and not flags:
-      flags = sorted(f for f in value.split()
-                     if f == "avx2" or f.startswith(("avx512", "amx")))
-  return model, flags
 
 
 def minilm_dir():

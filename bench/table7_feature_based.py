@@ -60,6 +60,7 @@ import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-posi
 from bert_tf import tokenization  # pylint: disable=wrong-import-position
 from bert_tf.data import conll  # pylint: disable=wrong-import-position
 from bert_tf.modeling import encoder as encoder_lib  # pylint: disable=wrong-import-position
+from _cpuinfo import cpu_info  # pylint: disable=wrong-import-position
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROWS = ("embeddings", "second_to_last", "last", "weighted_sum_last_four",
@@ -67,19 +68,6 @@ ROWS = ("embeddings", "second_to_last", "last", "weighted_sum_last_four",
 PAPER = {"fine_tuning": 96.4, "embeddings": 91.0, "second_to_last": 95.6,
          "last": 94.9, "weighted_sum_last_four": 95.9, "concat_last_four": 96.1,
          "weighted_sum_all": 95.5}
-
-
-def cpu_info():
-  """``(model name, [avx2/avx512*/amx* flags])`` from lscpu."""
-  out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
-  model, flags = "unknown", []
-  for line in out.splitlines():
-    if line.startswith("Model name:"):
-      model = line.split(":", 1)[1].strip()
-    if line.startswith("Flags:"):
-      flags = sorted(f for f in line.split(":", 1)[1].split()
-                     if f == "avx2" or f.startswith(("avx512", "amx")))
-  return model, flags
 
 
 def minilm_dir():

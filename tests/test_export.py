@@ -145,7 +145,7 @@ def reference(run, texts_a, texts_b=None):
       None if texts_b is None else tf.constant(texts_b, tf.string)))
   logits = run["model"](feats, training=False).numpy()
   probs = tf.nn.softmax(logits).numpy()
-  ids = probs.argmax(-1)
+  ids = logits.argmax(-1)  # the export takes the argmax of the logits
   return {"probabilities": probs, "logits": logits, "label_ids": ids,
           "labels": np.array([LABELS[i].encode() for i in ids], dtype=object)}
 

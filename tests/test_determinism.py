@@ -47,6 +47,7 @@ def _digest(cpus, pin):
   return [l for l in out.stdout.splitlines() if l.startswith("digest")][-1]
 
 
+@pytest.mark.slow  # 9-16 s (process start-ups / a reference run): full suite only, keeps the fast loop < 5 min
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="Linux only")
 def test_fixed_intra_op_pool_makes_results_independent_of_cpu_affinity():
   cpus = sorted(os.sched_getaffinity(0))
@@ -101,6 +102,7 @@ def _onednn_in_tool(*args):
   return [l for l in out.stdout.splitlines() if l.startswith("onednn")][-1]
 
 
+@pytest.mark.slow  # 9-16 s (process start-ups / a reference run): full suite only, keeps the fast loop < 5 min
 def test_deterministic_flag_turns_onednn_off_before_tensorflow_loads():
   # oneDNN runs a primitive on one thread when it is called on an intra-op
   # pool thread, which happens by timing: its reductions are not

@@ -374,6 +374,7 @@ def test_bad_input_errors(austen_docs, tmp_path):
     dm.dynamic_pretraining_dataset(austen_docs, VOCAB, 8, 4, P)
 
 
+@pytest.mark.slow  # 9-16 s (process start-ups / a reference run): full suite only, keeps the fast loop < 5 min
 def test_run_pretraining_dynamic_trains_and_evaluates(austen_docs, tmp_path):
   """``run_pretraining(dynamic=True)`` (``tools/run_pretraining.py --dynamic``)
   trains the tiny model on the document records and writes eval_results.txt."""

@@ -208,6 +208,7 @@ def test_tool_errors_leave_no_output(tf1_model, tmp_path):
   assert not out.exists()
 
 
+@pytest.mark.slow  # 9-16 s (process start-ups / a reference run): full suite only, keeps the fast loop < 5 min
 def test_matches_the_original_script(tf1_model, tmp_path):
   inp = _write_input(tmp_path / "in.txt")
   common = ["--input_file=" + inp, "--vocab_file=" + VOCAB,

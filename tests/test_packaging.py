@@ -78,6 +78,7 @@ def test_import_of_the_installed_package_needs_no_checkout_path(tmp_path):
   assert p.stdout.startswith("0.1.0")
 
 
+@pytest.mark.slow  # 9-16 s (process start-ups / a reference run): full suite only, keeps the fast loop < 5 min
 def test_tools_are_quiet_on_cpu_unless_asked(tmp_path):
   args = ["tools/convert_checkpoint.py", "--input=" + str(tmp_path / "nothing"),
           "--output=" + str(tmp_path / "out")]

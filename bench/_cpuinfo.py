@@ -33,3 +33,11 @@ def cpu_info() -> tuple[str, list[str]]:
       flags = sorted(f for f in value.split()
                      if f == "avx2" or f.startswith(("avx512", "amx")))
   return model, flags
+
+
+def cpu_line() -> str:
+  """``"CPU: <model>, <n> cores; flags: <avx2/avx512*/amx*>"``, the line a
+  benchmark prints above its table."""
+  model, flags = cpu_info()
+  return "CPU: %s, %d cores; flags: %s" % (model, os.cpu_count() or 0,
+                                          " ".join(flags) or "(none)")

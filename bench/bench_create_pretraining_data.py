@@ -40,6 +40,8 @@ import subprocess
 import sys
 import tempfile
 
+from _cpuinfo import cpu_line
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_CORPUS = os.path.join(os.path.dirname(ROOT), "shared", "data", "corpus", "austen.txt")
 DEFAULT_VOCAB = os.path.join(ROOT, "data", "vocab", "uncased_vocab.txt")
@@ -140,6 +142,7 @@ def main():
   double = os.path.join(workdir, "corpus_2x.txt")
   with open(double, "wb") as f:
     f.write(data.rstrip(b"\n") + b"\n\n" + data)
+  print(cpu_line())
   print("corpus %s: %.1f MB, %d lines; dupe_factor %d, seq 128, 20 predictions; "
         "%d CPU cores, load average %.1f at start" %
         (args.corpus, len(data) / 1e6, data.count(b"\n"), args.dupe_factor,

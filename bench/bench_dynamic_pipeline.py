@@ -20,12 +20,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 import bert_tf  # noqa: E402,F401  (sets the Keras backend)
 from bert_tf.data.pretraining import dynamic as dm  # noqa: E402
+from _cpuinfo import cpu_line  # noqa: E402
 
 
 def main(argv):
   if len(argv) < 2:
     sys.exit(__doc__)
   vocab = os.path.join(ROOT, "data", "vocab", "uncased_vocab.txt")
+  print(cpu_line())
   print("| whole_word_mask | first batch s | examples/s (steady) |")
   print("|---|---|---|")
   for wwm in (False, True):

@@ -17,7 +17,6 @@ Usage::
 import argparse
 import math
 import os
-import platform
 import random
 import time
 
@@ -31,21 +30,10 @@ from bert_tf import optimization  # noqa: E402
 from bert_tf import preprocessing  # noqa: E402
 from bert_tf.data import classifier_data  # noqa: E402
 from bert_tf.modeling import models  # noqa: E402
+from _cpuinfo import cpu_line  # noqa: E402
 
 # Token-length bucket edges, as the runner's --bucket_by_length.
 BUCKETS = (16, 24, 32, 48, 64, 96)
-
-
-def cpu_model():
-  """The CPU's model name (``/proc/cpuinfo``), or the platform's."""
-  try:
-    with open("/proc/cpuinfo", encoding="utf-8") as f:
-      for line in f:
-        if line.startswith("model name"):
-          return line.split(":", 1)[1].strip()
-  except OSError:
-    pass
-  return platform.processor() or "unknown CPU"
 
 
 def minilm_dir():
@@ -98,9 +86,9 @@ def main(argv=None):
   keras.utils.set_random_seed(args.seed)
 
   preset = args.preset or minilm_dir()
-  log("tf %s, keras %s, %s, %d CPU threads, TF_ENABLE_ONEDNN_OPTS=%s, "
-      "XLA_FLAGS=%r" % (tf.__version__, keras.__version__, cpu_model(),
-                        os.cpu_count(),
+  log(cpu_line())
+  log("tf %s, keras %s, %d CPU threads, TF_ENABLE_ONEDNN_OPTS=%s, "
+      "XLA_FLAGS=%r" % (tf.__version__, keras.__version__, os.cpu_count(),
                         os.environ.get("TF_ENABLE_ONEDNN_OPTS", "(default)"),
                         os.environ.get("XLA_FLAGS", "")))
   task = classifier_data.get_task("sst-2")
@@ -145,7 +133,7 @@ def main(argv=None):
                       validation_data=dev_ds, callbacks=[timer], verbose=2)
   h = history.history
   log("\nBertClassifier.from_preset(MiniLM) + compile + fit, %s, %d threads "
-      "(load + compile %.1f s)" % (cpu_model(), os.cpu_count(), load_s))
+      "(load + compile %.1f s)" % (cpu_line(), os.cpu_count(), load_s))
   log("| epoch | train loss | train acc | dev loss | dev acc | seconds | ex/s |")
   log("|---|---|---|---|---|---|---|")
   for e in range(len(h["loss"])):

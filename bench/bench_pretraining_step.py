@@ -70,6 +70,7 @@ from bert_tf import config as config_lib  # noqa: E402
 from bert_tf import optimization  # noqa: E402
 from bert_tf.tasks import pretraining  # noqa: E402
 from bert_tf import training  # noqa: E402
+from _cpuinfo import cpu_line  # noqa: E402
 
 SHAPES = {
     # name: (layers, hidden, heads, intermediate)
@@ -273,6 +274,7 @@ def main(argv=None):
   args = p.parse_args(argv)
   log = lambda s: print(s, flush=True)  # noqa: E731
 
+  log(cpu_line())
   log("tf %s, keras %s, TF_ENABLE_ONEDNN_OPTS=%s, XLA_FLAGS=%r, %d CPU threads"
       % (tf.__version__, keras.__version__, os.environ.get("TF_ENABLE_ONEDNN_OPTS", "(default)"),
          os.environ.get("XLA_FLAGS", ""), os.cpu_count()))

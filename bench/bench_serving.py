@@ -43,6 +43,7 @@ from bert_tf import checkpoints  # pylint: disable=g-import-not-at-top,wrong-imp
 from bert_tf.tasks import classification as classifier  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf import preprocessing  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf.export import saved_model  # pylint: disable=g-import-not-at-top,wrong-import-position
+from _cpuinfo import cpu_line  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FLAGS = flags.FLAGS
@@ -180,6 +181,7 @@ def _bench(model, pre, config, sentences, tmp):
   best = {k: sum(v) for k, v in best.items()}
   n = len(batches) * b
 
+  print(cpu_line())
   print("bench_serving: all-MiniLM-L6-v2 (L=%d H=%d), random 2-label head, "
         "max_seq_length %d, %d dev sentences, TF %s, %d CPU cores (%s)" % (
             config.num_hidden_layers, config.hidden_size, FLAGS.max_seq_length,

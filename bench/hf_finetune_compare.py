@@ -27,6 +27,8 @@ import sys
 import tempfile
 import time
 
+from _cpuinfo import cpu_line
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -152,6 +154,7 @@ def main():
   if args.which in ("both", "ours"):
     rows.append(("bert_tf (TensorFlow)",) + run_ours(args))
   print()
+  print(cpu_line())
   print("| implementation | dev accuracy | seconds |")
   print("|---|---|---|")
   for name, acc, sec in rows:

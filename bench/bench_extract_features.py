@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 
-from _cpuinfo import cpu_info  # pylint: disable=wrong-import-position
+from _cpuinfo import cpu_info
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VOCAB = os.path.join(ROOT, "data", "vocab", "uncased_vocab.txt")

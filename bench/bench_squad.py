@@ -95,7 +95,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from _cpuinfo import cpu_info  # pylint: disable=wrong-import-position
+
+from _cpuinfo import cpu_info
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")

@@ -28,6 +28,9 @@ Known from the issue: 20 epochs, lr 5e-5, batch 32, seq 128 give HF dev F1
 Run by hand (not a test; the full runs take hours on 2 cores)::
 
   .venv/bin/python bench/bench_ner.py                       # 3 seeds, both
+  # split across sessions, then one table from the results files
+  .venv/bin/python bench/bench_ner.py --which hf --seeds 2 --output /tmp/ner_hf_2.json
+  .venv/bin/python bench/bench_ner.py --merge /tmp/ner_hf_2.json,/tmp/ner_ours_2.json
   # smoke test
   .venv/bin/python bench/bench_ner.py --max_train_sentences 64 \\
       --max_dev_sentences 32 --max_seq_length 64 --epochs 1 --seeds 1
@@ -37,18 +40,17 @@ Needs requirements-test.txt (torch CPU, transformers, seqeval) and the
 """
 
 import argparse
-import json
 import math
 import os
 import random
 import shlex
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
 from _cpuinfo import cpu_info
+from _sidebyside import merge, source_lines, table, write_results
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data", "ner_wnut16")
@@ -195,15 +197,6 @@ def run_ours(args, seed, data_dir, out_dir, labels):
           "steps": int(res["global_step"])}
 
 
-def summary(values):
-  if not values:
-    return "-"
-  mean = statistics.mean(values)
-  sd = statistics.stdev(values) if len(values) > 1 else 0.0
-  return "%.2f +- %.2f (%.2f..%.2f)" % (100 * mean, 100 * sd, 100 * min(values),
-                                       100 * max(values))
-
-
 def main():
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   ap.add_argument("--which", choices=("hf", "ours", "both"), default="both")
@@ -219,7 +212,18 @@ def main():
   ap.add_argument("--max_dev_sentences", type=int, default=None)
   ap.add_argument("--threads", type=int, default=os.cpu_count())
   ap.add_argument("--output", default="/tmp/bench_ner.json")
+  ap.add_argument("--merge", default=None,
+                  help="Comma-separated results files of earlier runs of one recipe "
+                       "(e.g. split by --which/--seeds across sessions): print "
+                       "their joined table, write it to --output, run nothing.")
   args = ap.parse_args()
+  if args.merge:
+    merged = merge([p for p in args.merge.split(",") if p.strip()])
+    lines = source_lines(merged) + [""] + table(merged, "f1", "entity F1")
+    print("\n".join(lines))
+    write_results(args.output, merged)
+    print("results: %s" % args.output)
+    return
   seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
 
   lines = []
@@ -254,29 +258,12 @@ def main():
         results["ours"][seed] = run_ours(args, seed, data,
                                          os.path.join(tmp, "ours-%d" % seed), labels)
         print("ours seed %d: %s" % (seed, results["ours"][seed]), flush=True)
+      write_results(args.output, results)  # finished seeds survive a kill
 
   lines.append("")
-  lines.append("| seed | HF entity F1 | ours entity F1 | HF steps / seconds | ours steps / seconds |")
-  lines.append("|---|---|---|---|---|")
-  fmt = lambda r, k, f: f % r[k] if r else "-"  # pylint: disable=unnecessary-lambda-assignment
-  for seed in seeds:
-    h, o = results["hf"].get(seed), results["ours"].get(seed)
-    lines.append("| %d | %s | %s | %s | %s |" % (
-        seed, fmt(h, "f1", "%.4f"), fmt(o, "f1", "%.4f"),
-        "%d / %.0f" % (h["steps"], h["seconds"]) if h else "-",
-        "%d / %.0f" % (o["steps"], o["seconds"]) if o else "-"))
-  hf_f1 = [r["f1"] for r in results["hf"].values()]
-  ours_f1 = [r["f1"] for r in results["ours"].values()]
-  lines.append("| mean +- sd (min..max), %% | %s | %s | | |" % (summary(hf_f1),
-                                                             summary(ours_f1)))
-  if hf_f1 and ours_f1:
-    diff = 100 * (statistics.mean(ours_f1) - statistics.mean(hf_f1))
-    lines.append("")
-    lines.append("mean F1 difference (ours - HF): %+.2f points (target: within 1)" % diff)
-    results["mean_f1_difference_points"] = diff
+  lines += table(results, "f1", "entity F1")
   print("\n".join(lines))
-  with open(args.output, "w", encoding="utf-8") as f:
-    json.dump(results, f, indent=2, default=str)
+  write_results(args.output, results)
   print("results: %s" % args.output)
 
 

@@ -33,6 +33,9 @@ Run by hand (not a test; the full runs take hours on 2 cores)::
 
   .venv/bin/python bench/bench_swag.py                       # 3 seeds, both
   .venv/bin/python bench/bench_swag.py --which hf --seeds 1
+  # split across sessions, then one table from the results files
+  .venv/bin/python bench/bench_swag.py --which hf --seeds 2 --output /tmp/swag_hf_2.json
+  .venv/bin/python bench/bench_swag.py --merge /tmp/swag_hf_2.json,/tmp/swag_ours_2.json
   # smoke test
   .venv/bin/python bench/bench_swag.py --max_train_examples 32 \\
       --max_dev_examples 16 --max_seq_length 48 --epochs 1 --seeds 1
@@ -43,18 +46,17 @@ Needs requirements-test.txt (torch CPU, transformers) and the
 
 import argparse
 import csv
-import json
 import math
 import os
 import random
 import shlex
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
 from _cpuinfo import cpu_info
+from _sidebyside import merge, source_lines, table, write_results
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data", "mc_wikihow")
@@ -176,15 +178,6 @@ def run_ours(args, seed, data_dir, out_dir):
           "steps": int(res["global_step"])}
 
 
-def summary(values):
-  if not values:
-    return "-"
-  mean = statistics.mean(values)
-  sd = statistics.stdev(values) if len(values) > 1 else 0.0
-  return "%.2f +- %.2f (%.2f..%.2f)" % (100 * mean, 100 * sd, 100 * min(values),
-                                       100 * max(values))
-
-
 def main():
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   ap.add_argument("--which", choices=("hf", "ours", "both"), default="both")
@@ -200,7 +193,18 @@ def main():
   ap.add_argument("--max_dev_examples", type=int, default=None)
   ap.add_argument("--threads", type=int, default=os.cpu_count())
   ap.add_argument("--output", default="/tmp/bench_swag.json")
+  ap.add_argument("--merge", default=None,
+                  help="Comma-separated results files of earlier runs of one recipe "
+                       "(e.g. split by --which/--seeds across sessions): print "
+                       "their joined table, write it to --output, run nothing.")
   args = ap.parse_args()
+  if args.merge:
+    merged = merge([p for p in args.merge.split(",") if p.strip()])
+    lines = source_lines(merged) + [""] + table(merged, "accuracy", "accuracy")
+    print("\n".join(lines))
+    write_results(args.output, merged)
+    print("results: %s" % args.output)
+    return
   seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
 
   lines = []
@@ -232,23 +236,12 @@ def main():
         results["ours"][seed] = run_ours(args, seed, data,
                                          os.path.join(tmp, "ours-%d" % seed))
         print("ours seed %d: %s" % (seed, results["ours"][seed]), flush=True)
+      write_results(args.output, results)  # finished seeds survive a kill
 
   lines.append("")
-  lines.append("| seed | HF accuracy | ours accuracy | HF steps / seconds | ours steps / seconds |")
-  lines.append("|---|---|---|---|---|")
-  fmt = lambda r, k, f: f % r[k] if r else "-"  # pylint: disable=unnecessary-lambda-assignment
-  for seed in seeds:
-    h, o = results["hf"].get(seed), results["ours"].get(seed)
-    lines.append("| %d | %s | %s | %s | %s |" % (
-        seed, fmt(h, "accuracy", "%.4f"), fmt(o, "accuracy", "%.4f"),
-        "%d / %.0f" % (h["steps"], h["seconds"]) if h else "-",
-        "%d / %.0f" % (o["steps"], o["seconds"]) if o else "-"))
-  lines.append("| mean +- sd (min..max), %% | %s | %s | | |" % (
-      summary([r["accuracy"] for r in results["hf"].values()]),
-      summary([r["accuracy"] for r in results["ours"].values()])))
+  lines += table(results, "accuracy", "accuracy")
   print("\n".join(lines))
-  with open(args.output, "w", encoding="utf-8") as f:
-    json.dump(results, f, indent=2, default=str)
+  write_results(args.output, results)
   print("results: %s" % args.output)
 
 

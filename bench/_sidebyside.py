@@ -1,0 +1,113 @@
+"""Per-seed side-by-side tables (bert_tf vs Hugging Face) for the task benches.
+
+``bench_ner.py`` and ``bench_swag.py`` run one recipe per seed on both sides
+and keep every run in a JSON results file (``{"cpu_model", "cpu_flags",
+"command", "args", "hf": {seed: run}, "ours": {seed: run}}``). A 3-seed
+comparison takes hours on 2 cores, so sessions split it (``--which hf
+--seeds 2``, ...) and join the files afterwards with ``--merge``; this
+module holds what both benches share: the table, the join (which refuses
+files whose recipes differ), and the atomic write of the results file.
+
+Benchmarks import it as ``from _sidebyside import ...`` (a script's own
+folder is first on ``sys.path``).
+"""
+
+import json
+import os
+import statistics
+
+# Arguments that only choose which runs a file holds, where it is written, or
+# how many threads ran it: files that differ only in these may be joined.
+NOT_RECIPE = ("which", "seeds", "threads", "output", "merge")
+
+
+def summary(values: list[float]) -> str:
+  """``"mean +- sd (min..max)"`` in percent (sample sd; 0 for one value)."""
+  if not values:
+    return "-"
+  mean = statistics.mean(values)
+  sd = statistics.stdev(values) if len(values) > 1 else 0.0
+  return "%.2f +- %.2f (%.2f..%.2f)" % (100 * mean, 100 * sd, 100 * min(values),
+                                       100 * max(values))
+
+
+def table(results: dict, metric: str, title: str) -> list[str]:
+  """Markdown rows: one per seed (HF and ours ``metric``, steps / seconds),
+  then mean +- sd per side and, with both sides present, the difference of
+  the means in points (the issue's target: within 1)."""
+  seeds = sorted({int(s) for side in ("hf", "ours") for s in results[side]})
+  get = lambda side, seed: results[side].get(seed, results[side].get(str(seed)))  # pylint: disable=unnecessary-lambda-assignment
+  lines = ["| seed | HF %s | ours %s | HF steps / seconds | ours steps / seconds |"
+           % (title, title), "|---|---|---|---|---|"]
+  for seed in seeds:
+    h, o = get("hf", seed), get("ours", seed)
+    lines.append("| %d | %s | %s | %s | %s |" % (
+        seed, "%.4f" % h[metric] if h else "-", "%.4f" % o[metric] if o else "-",
+        "%d / %.0f" % (h["steps"], h["seconds"]) if h else "-",
+        "%d / %.0f" % (o["steps"], o["seconds"]) if o else "-"))
+  hf = [r[metric] for r in results["hf"].values()]
+  ours = [r[metric] for r in results["ours"].values()]
+  lines.append("| mean +- sd (min..max), %% | %s | %s | | |" % (summary(hf),
+                                                             summary(ours)))
+  if hf and ours:
+    diff = 100 * (statistics.mean(ours) - statistics.mean(hf))
+    lines.append("")
+    lines.append("mean %s difference (ours - HF): %+.2f points over %d HF and %d "
+                 "ours seeds (target: within 1)" % (title, diff, len(hf), len(ours)))
+    results["mean_difference_points"] = diff
+  return lines
+
+
+def merge(paths: list[str]) -> dict:
+  """Joins results files of one recipe into one results dict.
+
+  Raises:
+    SystemExit: naming the file, when it cannot be read, when its recipe
+      (every argument but those in ``NOT_RECIPE``) differs from the first
+      file's, or when it holds a run (side, seed) that an earlier file holds.
+  """
+  merged = {"sources": [], "hf": {}, "ours": {}}
+  recipe = None
+  for path in paths:
+    try:
+      with open(path, encoding="utf-8") as f:
+        res = json.load(f)
+    except (OSError, ValueError) as e:
+      raise SystemExit("--merge: cannot read %s: %s" % (path, e)) from e
+    this = {k: v for k, v in res["args"].items() if k not in NOT_RECIPE}
+    if recipe is None:
+      recipe = this
+      merged["args"] = res["args"]
+    elif this != recipe:
+      diff = sorted(k for k in set(this) | set(recipe) if this.get(k) != recipe.get(k))
+      raise SystemExit("--merge: %s has another recipe than %s (%s)" % (
+          path, paths[0], ", ".join("%s=%r vs %r" % (k, this.get(k), recipe.get(k))
+                                    for k in diff)))
+    for side in ("hf", "ours"):
+      for seed, run in res[side].items():
+        if str(seed) in merged[side]:
+          raise SystemExit("--merge: %s repeats %s seed %s" % (path, side, seed))
+        merged[side][str(seed)] = run
+    merged["sources"] += res.get("sources") or [{  # a joined file joins again
+        "path": path, "cpu_model": res["cpu_model"], "cpu_flags": res["cpu_flags"],
+        "command": res["command"], "threads": res["args"].get("threads")}]
+  return merged
+
+
+def source_lines(merged: dict) -> list[str]:
+  """One line per joined file: its runs, CPU, threads and command."""
+  lines = []
+  for src in merged["sources"]:
+    lines.append("from %s: CPU %s (%s), threads %s; command: %s" % (
+        src["path"], src["cpu_model"], " ".join(src["cpu_flags"]) or "no flags",
+        src["threads"], " ".join(src["command"])))
+  return lines
+
+
+def write_results(path: str, results: dict) -> None:
+  """Writes ``results`` as JSON to ``path`` through a temporary name, renamed
+  when whole (a killed bench leaves no file that looks complete)."""
+  tmp = "%s.tmp-%d" % (path, os.getpid())
+  with open(tmp, "w", encoding="utf-8") as f:
+    json.dump(results, f, indent=2, default=str)
+  os.replace(tmp, path)

@@ -14,6 +14,7 @@ folder is first on ``sys.path``).
 
 import json
 import os
+import re
 import statistics
 
 # Arguments that only choose which runs a file holds, where it is written, or
@@ -34,7 +35,8 @@ def summary(values: list[float]) -> str:
 def table(results: dict, metric: str, title: str) -> list[str]:
   """Markdown rows: one per seed (HF and ours ``metric``, steps / seconds),
   then mean +- sd per side and, with both sides present, the difference of
-  the means in points (the issue's target: within 1)."""
+  the means in points (the issue's target: within 1); then, where runs
+  carry ``train_rate``, the steady training speed per seed and its ratio."""
   seeds = sorted({int(s) for side in ("hf", "ours") for s in results[side]})
   get = lambda side, seed: results[side].get(seed, results[side].get(str(seed)))  # pylint: disable=unnecessary-lambda-assignment
   lines = ["| seed | HF %s | ours %s | HF steps / seconds | ours steps / seconds |"
@@ -55,7 +57,37 @@ def table(results: dict, metric: str, title: str) -> list[str]:
     lines.append("mean %s difference (ours - HF): %+.2f points over %d HF and %d "
                  "ours seeds (target: within 1)" % (title, diff, len(hf), len(ours)))
     results["mean_difference_points"] = diff
+  rates = [(h or {}).get("train_rate") for seed in seeds for h in [get("hf", seed)]] + \
+      [(o or {}).get("train_rate") for seed in seeds for o in [get("ours", seed)]]
+  if any(rates):
+    lines.append("")
+    lines.append("Steady training speed (examples/s after the first 50 steps; model "
+                 "loading, tracing and evaluation excluded):")
+    lines.append("")
+    lines.append("| seed | HF | ours | ours / HF |")
+    lines.append("|---|---|---|---|")
+    for seed in seeds:
+      h = (get("hf", seed) or {}).get("train_rate")
+      o = (get("ours", seed) or {}).get("train_rate")
+      lines.append("| %d | %s | %s | %s |" % (
+          seed, "%.2f" % h if h else "-", "%.2f" % o if o else "-",
+          "%.2fx" % (o / h) if h and o else "-"))
   return lines
+
+
+# A progress line of the runner (bert_tf/runner.py ``log``), one per
+# ``--iterations_per_loop`` steps: "step 50/1062 loss=... lr=... 14.2 sentences/s (112.3s)".
+_STEP_LINE = re.compile(r"^step (\d+)/\d+ .* ([0-9.]+) \w+/s \(([0-9.]+)s\)$", re.M)
+
+
+def ours_train_rate(stdout: str) -> float | None:
+  """Steady training throughput (examples/s) of one of our tools' runs: the
+  examples of every progress loop but the first (tracing and warm-up) over
+  their seconds, from the tool's stdout; None with fewer than two loops."""
+  loops = [(float(rate), float(sec)) for _, rate, sec in _STEP_LINE.findall(stdout)]
+  if len(loops) < 2:
+    return None
+  return sum(r * t for r, t in loops[1:]) / max(sum(t for _, t in loops[1:]), 1e-9)
 
 
 def merge(paths: list[str]) -> dict:

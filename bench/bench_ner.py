@@ -25,6 +25,10 @@ seqeval on HF's). The table gives per-seed F1 and mean +- sd side by side.
 Known from the issue: 20 epochs, lr 5e-5, batch 32, seq 128 give HF dev F1
 46.9-49.4 over 3 seeds.
 
+Each run also records its steady training speed (``train_rate``,
+examples/s after the first 50 steps: HF timed around its loop, ours
+from the tool's progress lines), printed per seed with the ratio.
+
 Run by hand (not a test; the full runs take hours on 2 cores)::
 
   .venv/bin/python bench/bench_ner.py                       # 3 seeds, both
@@ -50,7 +54,7 @@ import tempfile
 import time
 
 from _cpuinfo import cpu_info
-from _sidebyside import merge, source_lines, table, write_results
+from _sidebyside import merge, ours_train_rate, source_lines, table, write_results
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data", "ner_wnut16")
@@ -140,6 +144,7 @@ def run_hf(args, seed, train, dev, labels):
   gen = torch.Generator().manual_seed(seed)
   model.train()
   step = 0
+  steady_start, steady_examples = None, 0  # the speed after the first 50 steps
   for epoch in range(args.epochs):
     order = torch.randperm(n, generator=gen)
     for i in range(steps_per_epoch):
@@ -151,10 +156,16 @@ def run_hf(args, seed, train, dev, labels):
       sched.step()
       opt.zero_grad()
       step += 1
+      if steady_start is not None:
+        steady_examples += len(idx)
+      elif step == 50:
+        steady_start = time.time()
       if step % 50 == 0 or step == total:
         print("hf seed %d epoch %d step %d/%d loss %.4f (%.0f s)" % (
             seed, epoch + 1, step, total, out.loss.item(), time.time() - start),
               flush=True)
+  train_rate = (steady_examples / (time.time() - steady_start)
+                if steady_examples else None)
   model.eval()
   pred = []
   with torch.no_grad():
@@ -169,7 +180,7 @@ def run_hf(args, seed, train, dev, labels):
   return {"f1": float(metrics.f1_score(true, pred)),
           "precision": float(metrics.precision_score(true, pred)),
           "recall": float(metrics.recall_score(true, pred)), "seconds": time.time() - start,
-          "steps": total, "cut": cut + dv_cut}
+          "train_rate": train_rate, "steps": total, "cut": cut + dv_cut}
 
 
 def run_ours(args, seed, data_dir, out_dir, labels):
@@ -194,7 +205,8 @@ def run_ours(args, seed, data_dir, out_dir, labels):
     res = dict(l.split(" = ") for l in f.read().splitlines())
   return {"f1": float(res["eval_f1"]), "precision": float(res["eval_precision"]),
           "recall": float(res["eval_recall"]), "seconds": time.time() - start,
-          "steps": int(res["global_step"])}
+          "steps": int(res["global_step"]),
+          "train_rate": ours_train_rate(proc.stdout)}
 
 
 def main():

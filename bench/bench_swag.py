@@ -29,6 +29,10 @@ Every table starts with the CPU (lscpu model name and its avx2/avx512*/amx*
 flags) and the command line; all results go to ``--output`` (JSON, default
 /tmp/bench_swag.json).
 
+Each run also records its steady training speed (``train_rate``,
+examples/s after the first 50 steps: HF timed around its loop, ours
+from the tool's progress lines), printed per seed with the ratio.
+
 Run by hand (not a test; the full runs take hours on 2 cores)::
 
   .venv/bin/python bench/bench_swag.py                       # 3 seeds, both
@@ -56,7 +60,7 @@ import tempfile
 import time
 
 from _cpuinfo import cpu_info
-from _sidebyside import merge, source_lines, table, write_results
+from _sidebyside import merge, ours_train_rate, source_lines, table, write_results
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data", "mc_wikihow")
@@ -130,6 +134,7 @@ def run_hf(args, seed, train_file, dev_file):
   gen = torch.Generator().manual_seed(seed)
   model.train()
   step = 0
+  steady_start, steady_examples = None, 0  # the speed after the first 50 steps
   for epoch in range(args.epochs):
     order = torch.randperm(n, generator=gen)
     for i in range(steps_per_epoch):
@@ -141,10 +146,16 @@ def run_hf(args, seed, train_file, dev_file):
       sched.step()
       opt.zero_grad()
       step += 1
+      if steady_start is not None:
+        steady_examples += len(idx)
+      elif step == 50:
+        steady_start = time.time()
       if step % 50 == 0 or step == total:
         print("hf seed %d epoch %d step %d/%d loss %.4f (%.0f s)" % (
             seed, epoch + 1, step, total, out.loss.item(), time.time() - start),
               flush=True)
+  train_rate = (steady_examples / (time.time() - steady_start)
+                if steady_examples else None)
   model.eval()
   correct = 0
   with torch.no_grad():
@@ -152,7 +163,7 @@ def run_hf(args, seed, train_file, dev_file):
       logits = model(**{k: v[i:i + 32] for k, v in dv_x.items()}).logits
       correct += int((logits.argmax(-1) == dv_y[i:i + 32]).sum())
   return {"accuracy": correct / len(dv_y), "seconds": time.time() - start,
-          "steps": total}
+          "train_rate": train_rate, "steps": total}
 
 
 def run_ours(args, seed, data_dir, out_dir):
@@ -175,7 +186,8 @@ def run_ours(args, seed, data_dir, out_dir):
   with open(os.path.join(out_dir, "eval_results.txt"), encoding="utf-8") as f:
     res = dict(l.split(" = ") for l in f.read().splitlines())
   return {"accuracy": float(res["eval_accuracy"]), "seconds": time.time() - start,
-          "steps": int(res["global_step"])}
+          "steps": int(res["global_step"]),
+          "train_rate": ours_train_rate(proc.stdout)}
 
 
 def main():

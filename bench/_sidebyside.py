@@ -107,14 +107,25 @@ def merge(paths: list[str]) -> dict:
     except (OSError, ValueError) as e:
       raise SystemExit("--merge: cannot read %s: %s" % (path, e)) from e
     this = {k: v for k, v in res["args"].items() if k not in NOT_RECIPE}
+    # Our optimizer is part of our runs' recipe only; files from before the
+    # flag ran the original's.
+    if res["args"].get("which") == "hf":
+      this.pop("ours_optimizer", None)
+    else:
+      this.setdefault("ours_optimizer", "adamw_original")
     if recipe is None:
-      recipe = this
-      merged["args"] = res["args"]
-    elif this != recipe:
-      diff = sorted(k for k in set(this) | set(recipe) if this.get(k) != recipe.get(k))
-      raise SystemExit("--merge: %s has another recipe than %s (%s)" % (
-          path, paths[0], ", ".join("%s=%r vs %r" % (k, this.get(k), recipe.get(k))
-                                    for k in diff)))
+      recipe, merged["args"] = dict(this), dict(res["args"])
+      if "ours_optimizer" in this:
+        merged["args"]["ours_optimizer"] = this["ours_optimizer"]
+    else:
+      diff = sorted(k for k in set(this) & set(recipe) if this[k] != recipe[k])
+      if diff:
+        raise SystemExit("--merge: %s has another recipe than %s (%s)" % (
+            path, paths[0], ", ".join("%s=%r vs %r" % (k, this[k], recipe[k])
+                                      for k in diff)))
+      if "ours_optimizer" in this and "ours_optimizer" not in recipe:
+        recipe["ours_optimizer"] = this["ours_optimizer"]
+        merged["args"]["ours_optimizer"] = this["ours_optimizer"]
     for side in ("hf", "ours"):
       for seed, run in res[side].items():
         if str(seed) in merged[side]:
@@ -123,12 +134,15 @@ def merge(paths: list[str]) -> dict:
     merged["sources"] += res.get("sources") or [{  # a joined file joins again
         "path": path, "cpu_model": res["cpu_model"], "cpu_flags": res["cpu_flags"],
         "command": res["command"], "threads": res["args"].get("threads")}]
+  sides = [side for side in ("hf", "ours") if merged[side]]
+  merged["args"]["which"] = "both" if len(sides) == 2 else (sides or ["both"])[0]
   return merged
 
 
 def source_lines(merged: dict) -> list[str]:
-  """One line per joined file: its runs, CPU, threads and command."""
-  lines = []
+  """The joined recipe, then one line per joined file: CPU, threads, command."""
+  lines = ["recipe: " + ", ".join("%s=%s" % (k, v) for k, v in sorted(
+      merged["args"].items()) if k not in NOT_RECIPE)]
   for src in merged["sources"]:
     lines.append("from %s: CPU %s (%s), threads %s; command: %s" % (
         src["path"], src["cpu_model"], " ".join(src["cpu_flags"]) or "no flags",

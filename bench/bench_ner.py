@@ -194,7 +194,8 @@ def run_ours(args, seed, data_dir, out_dir, labels):
          "--train_batch_size=%d" % args.batch_size,
          "--learning_rate=%g" % args.learning_rate,
          "--num_train_epochs=%d" % args.epochs, "--warmup_proportion=0.1",
-         "--save_checkpoints_steps=100000", "--iterations_per_loop=50"]
+         "--save_checkpoints_steps=100000", "--iterations_per_loop=50",
+         "--optimizer=%s" % args.ours_optimizer]
   print("ours: " + " ".join(shlex.quote(c) for c in cmd), flush=True)
   start = time.time()
   env = dict(os.environ, TF_NUM_INTRAOP_THREADS=str(args.threads))
@@ -224,6 +225,11 @@ def main():
   ap.add_argument("--max_dev_sentences", type=int, default=None)
   ap.add_argument("--threads", type=int, default=os.cpu_count())
   ap.add_argument("--output", default="/tmp/bench_ner.json")
+  ap.add_argument("--ours_optimizer", default="adamw_original",
+                  choices=("adamw_original", "adamw"),
+                  help="Our tool's --optimizer: the original's AdamWeightDecay (no "
+                       "bias correction; the default of every tool) or Keras AdamW "
+                       "(bias correction, as torch.optim.AdamW on the HF side).")
   ap.add_argument("--merge", default=None,
                   help="Comma-separated results files of earlier runs of one recipe "
                        "(e.g. split by --which/--seeds across sessions): print "
@@ -262,6 +268,7 @@ def main():
                                               len(labels), args.epochs,
                                               args.learning_rate, args.batch_size,
                                               args.max_seq_length))
+    lines[-1] += "; ours --optimizer=%s" % args.ours_optimizer
     for seed in seeds:
       if args.which in ("hf", "both"):
         results["hf"][seed] = run_hf(args, seed, train, dev, labels)

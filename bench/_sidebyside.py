@@ -22,6 +22,28 @@ import statistics
 NOT_RECIPE = ("which", "seeds", "threads", "output", "merge")
 
 
+def add_flags(ap) -> None:
+  """The flags both task benches share beyond their recipe: our optimizer and
+  ``--merge``."""
+  ap.add_argument("--ours_optimizer", default="adamw_original",
+                  choices=("adamw_original", "adamw"),
+                  help="Our tool's --optimizer: the original's AdamWeightDecay (no "
+                       "bias correction; the default of every tool) or Keras AdamW "
+                       "(bias correction, as torch.optim.AdamW on the HF side).")
+  ap.add_argument("--merge", default=None,
+                  help="Comma-separated results files of earlier runs of one recipe "
+                       "(e.g. split by --which/--seeds across sessions): print "
+                       "their joined table, write it to --output, run nothing.")
+
+
+def print_merged(args, metric: str, title: str) -> None:
+  """``--merge``: joins the files, prints their table, writes ``--output``."""
+  merged = merge([p for p in args.merge.split(",") if p.strip()])
+  print("\n".join(source_lines(merged) + [""] + table(merged, metric, title)))
+  write_results(args.output, merged)
+  print("results: %s" % args.output)
+
+
 def summary(values: list[float]) -> str:
   """``"mean +- sd (min..max)"`` in percent (sample sd; 0 for one value)."""
   if not values:

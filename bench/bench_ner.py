@@ -54,7 +54,7 @@ import tempfile
 import time
 
 from _cpuinfo import cpu_info
-from _sidebyside import merge, ours_train_rate, source_lines, table, write_results
+from _sidebyside import add_flags, ours_train_rate, print_merged, table, write_results
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data", "ner_wnut16")
@@ -225,22 +225,10 @@ def main():
   ap.add_argument("--max_dev_sentences", type=int, default=None)
   ap.add_argument("--threads", type=int, default=os.cpu_count())
   ap.add_argument("--output", default="/tmp/bench_ner.json")
-  ap.add_argument("--ours_optimizer", default="adamw_original",
-                  choices=("adamw_original", "adamw"),
-                  help="Our tool's --optimizer: the original's AdamWeightDecay (no "
-                       "bias correction; the default of every tool) or Keras AdamW "
-                       "(bias correction, as torch.optim.AdamW on the HF side).")
-  ap.add_argument("--merge", default=None,
-                  help="Comma-separated results files of earlier runs of one recipe "
-                       "(e.g. split by --which/--seeds across sessions): print "
-                       "their joined table, write it to --output, run nothing.")
+  add_flags(ap)
   args = ap.parse_args()
   if args.merge:
-    merged = merge([p for p in args.merge.split(",") if p.strip()])
-    lines = source_lines(merged) + [""] + table(merged, "f1", "entity F1")
-    print("\n".join(lines))
-    write_results(args.output, merged)
-    print("results: %s" % args.output)
+    print_merged(args, "f1", "entity F1")
     return
   seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
 

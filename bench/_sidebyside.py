@@ -16,10 +16,35 @@ import json
 import os
 import re
 import statistics
+import time
 
 # Arguments that only choose which runs a file holds, where it is written, or
 # how many threads ran it: files that differ only in these may be joined.
 NOT_RECIPE = ("which", "seeds", "threads", "output", "merge")
+
+# Steady speed leaves out the first this-many steps on both sides: our tools
+# run with ``--iterations_per_loop`` of this, so it is their first progress
+# loop (tracing, warm-up); the HF loop is timed from the same step.
+STEADY_AFTER_STEPS = 50
+
+
+class SteadyRate:
+  """Examples/s of a training loop after its first ``STEADY_AFTER_STEPS``
+  steps: call ``step(n)`` after each step of ``n`` examples, ``rate()`` right
+  after the loop (None when the loop had no step past them)."""
+
+  def __init__(self):
+    self.steps, self.examples, self.start = 0, 0, None
+
+  def step(self, examples: int) -> None:
+    self.steps += 1
+    if self.start is not None:
+      self.examples += examples
+    elif self.steps == STEADY_AFTER_STEPS:
+      self.start = time.time()
+
+  def rate(self) -> float | None:
+    return self.examples / (time.time() - self.start) if self.examples else None
 
 
 def add_flags(ap) -> None:
@@ -79,12 +104,10 @@ def table(results: dict, metric: str, title: str) -> list[str]:
     lines.append("mean %s difference (ours - HF): %+.2f points over %d HF and %d "
                  "ours seeds (target: within 1)" % (title, diff, len(hf), len(ours)))
     results["mean_difference_points"] = diff
-  rates = [(h or {}).get("train_rate") for seed in seeds for h in [get("hf", seed)]] + \
-      [(o or {}).get("train_rate") for seed in seeds for o in [get("ours", seed)]]
-  if any(rates):
+  if any(r.get("train_rate") for side in ("hf", "ours") for r in results[side].values()):
     lines.append("")
-    lines.append("Steady training speed (examples/s after the first 50 steps; model "
-                 "loading, tracing and evaluation excluded):")
+    lines.append("Steady training speed (examples/s after the first %d steps; model "
+                 "loading, tracing and evaluation excluded):" % STEADY_AFTER_STEPS)
     lines.append("")
     lines.append("| seed | HF | ours | ours / HF |")
     lines.append("|---|---|---|---|")
@@ -103,9 +126,10 @@ _STEP_LINE = re.compile(r"^step (\d+)/\d+ .* ([0-9.]+) \w+/s \(([0-9.]+)s\)$", r
 
 
 def ours_train_rate(stdout: str) -> float | None:
-  """Steady training throughput (examples/s) of one of our tools' runs: the
-  examples of every progress loop but the first (tracing and warm-up) over
-  their seconds, from the tool's stdout; None with fewer than two loops."""
+  """Steady training throughput (examples/s) of one of our tools' runs (with
+  ``--iterations_per_loop=STEADY_AFTER_STEPS``): the examples of every
+  progress loop but the first (tracing and warm-up) over their seconds, from
+  the tool's stdout; None with fewer than two loops."""
   loops = [(float(rate), float(sec)) for _, rate, sec in _STEP_LINE.findall(stdout)]
   if len(loops) < 2:
     return None

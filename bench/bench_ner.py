@@ -54,7 +54,8 @@ import tempfile
 import time
 
 from _cpuinfo import cpu_info
-from _sidebyside import add_flags, ours_train_rate, print_merged, table, write_results
+from _sidebyside import (STEADY_AFTER_STEPS, SteadyRate, add_flags, ours_train_rate,
+                          print_merged, table, write_results)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data", "ner_wnut16")
@@ -144,7 +145,7 @@ def run_hf(args, seed, train, dev, labels):
   gen = torch.Generator().manual_seed(seed)
   model.train()
   step = 0
-  steady_start, steady_examples = None, 0  # the speed after the first 50 steps
+  steady = SteadyRate()
   for epoch in range(args.epochs):
     order = torch.randperm(n, generator=gen)
     for i in range(steps_per_epoch):
@@ -156,16 +157,12 @@ def run_hf(args, seed, train, dev, labels):
       sched.step()
       opt.zero_grad()
       step += 1
-      if steady_start is not None:
-        steady_examples += len(idx)
-      elif step == 50:
-        steady_start = time.time()
+      steady.step(len(idx))
       if step % 50 == 0 or step == total:
         print("hf seed %d epoch %d step %d/%d loss %.4f (%.0f s)" % (
             seed, epoch + 1, step, total, out.loss.item(), time.time() - start),
               flush=True)
-  train_rate = (steady_examples / (time.time() - steady_start)
-                if steady_examples else None)
+  train_rate = steady.rate()
   model.eval()
   pred = []
   with torch.no_grad():
@@ -194,7 +191,7 @@ def run_ours(args, seed, data_dir, out_dir, labels):
          "--train_batch_size=%d" % args.batch_size,
          "--learning_rate=%g" % args.learning_rate,
          "--num_train_epochs=%d" % args.epochs, "--warmup_proportion=0.1",
-         "--save_checkpoints_steps=100000", "--iterations_per_loop=50",
+         "--save_checkpoints_steps=100000", "--iterations_per_loop=%d" % STEADY_AFTER_STEPS,
          "--optimizer=%s" % args.ours_optimizer]
   print("ours: " + " ".join(shlex.quote(c) for c in cmd), flush=True)
   start = time.time()

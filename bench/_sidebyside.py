@@ -83,7 +83,8 @@ def table(results: dict, metric: str, title: str) -> list[str]:
   """Markdown rows: one per seed (HF and ours ``metric``, steps / seconds),
   then mean +- sd per side and, with both sides present, the difference of
   the means in points (the issue's target: within 1); then, where runs
-  carry ``train_rate``, the steady training speed per seed and its ratio."""
+  carry ``train_rate``, the steady training speed per seed with its thread
+  count, and their ratio where both runs had the same thread count."""
   seeds = sorted({int(s) for side in ("hf", "ours") for s in results[side]})
   get = lambda side, seed: results[side].get(seed, results[side].get(str(seed)))  # pylint: disable=unnecessary-lambda-assignment
   lines = ["| seed | HF %s | ours %s | HF steps / seconds | ours steps / seconds |"
@@ -109,14 +110,17 @@ def table(results: dict, metric: str, title: str) -> list[str]:
     lines.append("Steady training speed (examples/s after the first %d steps; model "
                  "loading, tracing and evaluation excluded):" % STEADY_AFTER_STEPS)
     lines.append("")
-    lines.append("| seed | HF | ours | ours / HF |")
+    lines.append("| seed | HF (threads) | ours (threads) | ours / HF |")
     lines.append("|---|---|---|---|")
     for seed in seeds:
-      h = (get("hf", seed) or {}).get("train_rate")
-      o = (get("ours", seed) or {}).get("train_rate")
+      hr, orun = get("hf", seed) or {}, get("ours", seed) or {}
+      h, o = hr.get("train_rate"), orun.get("train_rate")
+      th, to = hr.get("threads"), orun.get("threads")
+      # Rates of runs on different thread counts are no speed ratio.
+      ratio = ("%.2fx" % (o / h) if th == to else "- (threads differ)") if h and o else "-"
       lines.append("| %d | %s | %s | %s |" % (
-          seed, "%.2f" % h if h else "-", "%.2f" % o if o else "-",
-          "%.2fx" % (o / h) if h and o else "-"))
+          seed, "%.2f (%s)" % (h, th or "?") if h else "-",
+          "%.2f (%s)" % (o, to or "?") if o else "-", ratio))
   return lines
 
 
@@ -176,7 +180,10 @@ def merge(paths: list[str]) -> dict:
       for seed, run in res[side].items():
         if str(seed) in merged[side]:
           raise SystemExit("--merge: %s repeats %s seed %s" % (path, side, seed))
-        merged[side][str(seed)] = run
+        # Each run keeps its file's thread count (a joined file's runs
+        # already carry theirs), so speeds are compared like for like.
+        merged[side][str(seed)] = dict(run, threads=run.get(
+            "threads", res["args"].get("threads")))
     merged["sources"] += res.get("sources") or [{  # a joined file joins again
         "path": path, "cpu_model": res["cpu_model"], "cpu_flags": res["cpu_flags"],
         "command": res["command"], "threads": res["args"].get("threads")}]

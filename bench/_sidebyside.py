@@ -115,7 +115,9 @@ def table(results: dict, metric: str, title: str) -> list[str]:
     for seed in seeds:
       hr, orun = get("hf", seed) or {}, get("ours", seed) or {}
       h, o = hr.get("train_rate"), orun.get("train_rate")
-      th, to = hr.get("threads"), orun.get("threads")
+      # A joined run carries its own file's count (merge); a live run has
+      # this file's.
+      th, to = (r.get("threads", results["args"].get("threads")) for r in (hr, orun))
       # Rates of runs on different thread counts are no speed ratio.
       ratio = ("%.2fx" % (o / h) if th == to else "- (threads differ)") if h and o else "-"
       lines.append("| %d | %s | %s | %s |" % (

@@ -13,12 +13,17 @@ Importing the package selects the TensorFlow backend of Keras 3.
 
 import os
 
+from bert_tf import _keras_registry  # pylint: disable=g-bad-import-order
 from bert_tf import _lazy  # pylint: disable=g-bad-import-order
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 __version__ = "0.1.0"
+
+# keras.models.load_model finds bert_tf's classes in any process that ran
+# `import bert_tf`, without this import loading Keras (see _keras_registry).
+_keras_registry.install()
 
 # public name -> module that defines it
 _API = {

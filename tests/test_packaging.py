@@ -92,3 +92,34 @@ def test_tools_are_quiet_on_cpu_unless_asked(tmp_path):
   assert loud.returncode != 0 and "convert_checkpoint: error:" in loud.stderr
   # TensorFlow's own start-up lines come back with --verbosity=0.
   assert len(loud.stderr.splitlines()) > len(lines), loud.stderr[-3000:]
+
+
+def _help_flags(text):
+  """The ``--flag`` names listed in an absl help text."""
+  import re  # pylint: disable=g-import-not-at-top
+  return set(re.findall(r"^\s+--(?:\[no\])?([a-z_0-9]+):", text, re.M))
+
+
+@pytest.mark.slow  # 24 process start-ups with TensorFlow (~2 min)
+@pytest.mark.parametrize("tool", TOOLS)
+def test_console_script_help_is_the_tools_help(tool):
+  """``bert-X --helpshort`` and ``--help`` print the tool's description and
+  its own flags, as ``python tools/X.py --helpshort`` does (absl looked them
+  up under ``__main__``, which is pip's wrapper in a console script)."""
+  import importlib  # pylint: disable=g-import-not-at-top
+  spec = importlib.util.find_spec("bert_tf.tools." + tool)
+  with open(spec.origin, encoding="utf-8") as f:
+    import ast  # pylint: disable=g-import-not-at-top
+    first_line = ast.get_docstring(ast.parse(f.read())).splitlines()[0]
+  script = os.path.join(os.path.dirname(sys.executable), "bert-" + tool.replace("_", "-"))
+  by_file = subprocess.run([sys.executable, "tools/%s.py" % tool, "--helpshort"],
+                           cwd=ROOT, capture_output=True, text=True, timeout=300)
+  expected = _help_flags(by_file.stdout)
+  assert first_line in by_file.stdout
+  assert len(expected) >= 2, by_file.stdout[-2000:]
+  for flag in ("--helpshort", "--help"):
+    p = subprocess.run([script, flag], capture_output=True, text=True, timeout=300)
+    # (absl exits 1 after printing help, both ways)
+    assert p.returncode == by_file.returncode, (flag, p.stderr[-2000:])
+    assert first_line in p.stdout, (flag, p.stdout[:2000])
+    assert _help_flags(p.stdout) >= expected, (flag, expected - _help_flags(p.stdout))

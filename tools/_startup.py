@@ -132,6 +132,32 @@ def setup(tensorflow: bool = True) -> None:
   set_absl_defaults()
 
 
+def run_app(main, tool_module: str) -> None:
+  """Runs ``absl.app.run(main)`` for a tool, as a console script too.
+
+  absl's ``--help``/``--helpshort`` print ``__main__``'s docstring and the
+  key flags of the module named ``sys.argv[0]``. Run as ``python
+  tools/X.py`` the tool IS ``__main__``; run as a console script
+  (``bert-run-squad``), ``__main__`` is pip's wrapper and ``sys.argv[0]`` its
+  path, so absl found neither the description nor a flag. This copies the
+  tool module's docstring to ``__main__`` and registers the tool's key flags
+  (its own and those it adopted) for ``sys.argv[0]``.
+
+  Args:
+    main: the tool's ``main(argv)``.
+    tool_module: the tool's ``__name__``.
+  """
+  from absl import app  # pylint: disable=g-import-not-at-top
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  main_module = sys.modules["__main__"]
+  module = sys.modules[tool_module]
+  if module is not main_module:
+    main_module.__doc__ = module.__doc__
+    for flag in flags.FLAGS.get_key_flags_for_module(tool_module):
+      flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
+  app.run(main)
+
+
 def fail(tool: str, error: Exception) -> NoReturn:
   """Exits with ``<tool>: error: <message>``. A ``bert_tf.errors`` error that
   names its argument is worded as the flag: ``max_seq_length must be ...``

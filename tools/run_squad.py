@@ -83,7 +83,7 @@ def main(argv):
 
 def run():
   """Console-script entry point."""
-  app.run(main)
+  _startup.run_app(main, __name__)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Learns a WordPiece vocab.txt from a corpus, in the original BERT layout.
+r"""Learns a WordPiece vocab.txt from a corpus, in the original BERT layout.
 
 ``[PAD]`` = 0, ``[unused0..98]`` = 1..99, ``[UNK] [CLS] [SEP] [MASK]`` =
 100..103, further ``[unusedN]`` slots (``--num_unused`` in all, 994 in the

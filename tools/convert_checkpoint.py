@@ -1,4 +1,4 @@
-"""Converts BERT checkpoints: original TF1 <-> ours, Hugging Face -> either.
+r"""Converts BERT checkpoints: original TF1 <-> ours, Hugging Face -> either.
 
   # Hugging Face directory -> original TF1 format
   python tools/convert_checkpoint.py --input=HF_DIR --output=out/bert_model.ckpt \

@@ -1,4 +1,4 @@
-"""Fine-tunes BERT on a classification task, evaluates, predicts, exports.
+r"""Fine-tunes BERT on a classification task, evaluates, predicts, exports.
 
 Flags follow google-research/bert ``run_classifier.py``; added:
 ``--export_dir`` (a TF Serving SavedModel with the tokenizer inside),

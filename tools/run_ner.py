@@ -1,4 +1,4 @@
-"""Fine-tunes BERT for token tagging (NER, paper section 4.3 / Figure 4d).
+r"""Fine-tunes BERT for token tagging (NER, paper section 4.3 / Figure 4d).
 
 Reads CoNLL files from ``--data_dir`` (``--train_file`` train.txt,
 ``--dev_file`` dev.txt, ``--test_file`` test.txt): ``token<TAB>tag`` or the

@@ -1,4 +1,4 @@
-"""Masked-LM + next-sentence pretraining over original-format TFRecords.
+r"""Masked-LM + next-sentence pretraining over original-format TFRecords.
 
 Flags follow google-research/bert ``run_pretraining.py`` (same names and
 defaults; ``--tpu_zone``, ``--gcp_project``, ``--master`` feed the

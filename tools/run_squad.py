@@ -1,4 +1,4 @@
-"""Fine-tunes BERT on SQuAD v1.1 / v2.0 and predicts answer spans.
+r"""Fine-tunes BERT on SQuAD v1.1 / v2.0 and predicts answer spans.
 
 Flags follow google-research/bert ``run_squad.py`` (same names and
 defaults; ``--use_tpu`` and ``--tpu_name`` kept, ``--num_tpu_cores`` etc.

@@ -1,4 +1,4 @@
-"""Fine-tunes BERT on a SWAG-style multiple-choice task (paper section 4.4).
+r"""Fine-tunes BERT on a SWAG-style multiple-choice task (paper section 4.4).
 
 Reads the SWAG CSV layout (``video-id,fold-ind,startphrase,sent1,sent2,
 gold-source,ending0..ending3,label``) from ``--data_dir`` (``--train_file``

@@ -15,15 +15,18 @@ import os
 
 from bert_tf import _keras_registry  # pylint: disable=g-bad-import-order
 from bert_tf import _lazy  # pylint: disable=g-bad-import-order
+from bert_tf import _quiet  # pylint: disable=g-bad-import-order
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 __version__ = "0.1.0"
 
 # keras.models.load_model finds bert_tf's classes in any process that ran
 # `import bert_tf`, without this import loading Keras (see _keras_registry).
 _keras_registry.install()
+# TensorFlow's C++ start-up banner (cuInit, oneDNN, CPU notes) filtered when
+# TensorFlow loads later, unless TF_CPP_MIN_LOG_LEVEL asks for it (see _quiet).
+_quiet.install()
 
 # public name -> module that defines it
 _API = {

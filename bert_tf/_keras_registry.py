@@ -12,8 +12,8 @@ Keras's global custom-object registry (``keras.saving.get_custom_objects()``,
 the public live dictionary), one small stand-in per public serializable class:
 :class:`LazyClass`, whose ``from_config`` imports the defining module (which
 registers the real class over the stand-in) and delegates to it. When Keras
-is not loaded yet, :func:`install` leaves a one-shot import hook on
-``sys.meta_path`` that does this right after ``keras`` finishes importing;
+is not loaded yet, :func:`install` leaves a one-shot import hook
+(``_import_hooks``) that does this right after ``keras`` finishes importing;
 nothing here imports Keras or TensorFlow itself, so a process that never
 imports Keras (a data worker) loads neither. ``tests/test_keras_native.py``
 checks that :data:`CLASSES` equals what the modules register.
@@ -23,12 +23,13 @@ Standard library only.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
-import importlib.abc
-import importlib.util
 import sys
 import threading
 from typing import Any, Dict
+
+from bert_tf import _import_hooks
 
 # registered name ("bert_tf>Class") -> defining module. Every class that
 # bert_tf registers with keras.saving.register_keras_serializable.
@@ -49,6 +50,7 @@ CLASSES: Dict[str, str] = {
 }
 
 _lock = threading.Lock()
+_installed = []
 
 
 class LazyClass:
@@ -102,37 +104,10 @@ def _register(keras_module) -> None:
     registry.setdefault(name, LazyClass(name, module))
 
 
-class _KerasHook(importlib.abc.MetaPathFinder):
-  """One-shot ``sys.meta_path`` finder: lets the other finders find
-  ``keras``, and runs :func:`_register` once its ``__init__`` has run."""
-
-  def find_spec(self, fullname, path, target=None):  # pylint: disable=unused-argument
-    if fullname != "keras":
-      return None
-    _remove_hook()
-    spec = importlib.util.find_spec("keras")
-    if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-      return spec
-    loader = spec.loader
-    original = loader.exec_module
-
-    def exec_module(module):
-      try:
-        original(module)
-      finally:
-        try:
-          del loader.exec_module  # back to the class's method
-        except AttributeError:
-          pass
-      _register(module)
-
-    loader.exec_module = exec_module
-    return spec
-
-
-def _remove_hook() -> None:
-  with _lock:
-    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _KerasHook)]
+@contextlib.contextmanager
+def _register_after(module):
+  yield  # keras/__init__.py runs here
+  _register(module)
 
 
 def install() -> None:
@@ -142,10 +117,9 @@ def install() -> None:
   one-shot import hook that registers them when ``keras`` is imported.
   Imports neither Keras nor TensorFlow. Idempotent.
   """
-  keras_module = sys.modules.get("keras")
-  if keras_module is not None and hasattr(keras_module, "saving"):
-    _register(keras_module)
-    return
   with _lock:
-    if not any(isinstance(f, _KerasHook) for f in sys.meta_path):
-      sys.meta_path.insert(0, _KerasHook())
+    if _installed:
+      return
+    _installed.append(True)
+  if not _import_hooks.around_import("keras", _register_after):
+    _register(sys.modules["keras"])

@@ -123,3 +123,32 @@ def test_console_script_help_is_the_tools_help(tool):
     assert p.returncode == by_file.returncode, (flag, p.stderr[-2000:])
     assert first_line in p.stdout, (flag, p.stdout[:2000])
     assert _help_flags(p.stdout) >= expected, (flag, expected - _help_flags(p.stdout))
+
+
+USER_SCRIPT = """
+import numpy as np
+import bert_tf
+cfg = bert_tf.BertConfig.from_json_file(%r)
+enc = bert_tf.BertEncoder(cfg)
+x = {k: np.ones((2, 8), "int32") for k in ("input_ids", "input_mask")}
+x["segment_ids"] = np.zeros((2, 8), "int32")
+print(tuple(enc(x)["pooled_output"].shape))
+"""
+
+
+@pytest.mark.slow  # two TensorFlow start-ups
+def test_a_script_importing_bert_tf_prints_no_tensorflow_banner():
+  """``import bert_tf`` then build and call a model: stdout is the script's
+  own line and stderr is empty (no ``I0000``/``E0000`` oneDNN, CUDA or cuInit
+  lines); ``TF_CPP_MIN_LOG_LEVEL=0`` brings TensorFlow's lines back."""
+  from conftest import TINY_CONFIG  # pylint: disable=g-import-not-at-top
+  code = USER_SCRIPT % TINY_CONFIG
+  env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+  p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                     env=env, timeout=300)
+  assert p.returncode == 0, p.stderr[-3000:]
+  assert p.stdout.strip() == "(2, 128)"
+  assert p.stderr == "", p.stderr
+  loud = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                        env=dict(env, TF_CPP_MIN_LOG_LEVEL="0"), timeout=300)
+  assert loud.returncode == 0 and any(n in loud.stderr for n in NOISE + ("oneDNN",)), loud.stderr

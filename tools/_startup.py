@@ -1,13 +1,15 @@
-"""Quiet start-up for the command-line tools (standard library only).
+"""Quiet start-up for the command-line tools (standard library and
+``bert_tf._quiet`` only: no TensorFlow until asked).
 
 TensorFlow prints a C++ banner while it loads: ``WARNING: All log messages
 before absl::InitializeLog() ...``, ``Could not find cuda drivers``, the CPU
 feature note, and on a machine without a GPU ``E0000 ... failed call to
 cuInit``. None of it is about the user's job. :func:`import_tensorflow`
 imports TensorFlow (and probes the devices, which is where ``cuInit`` runs)
-with the process's stderr (file descriptor 2) sent to a temporary file, then
-writes back every line that is not one of those known start-up lines: a real
-warning or error still shows. ``--verbosity=N`` with N >= 0 (or ``-v``) on the
+inside :func:`bert_tf._quiet.filtered_stderr`, which writes back every line
+that is not one of those known start-up lines: a real warning or error still
+shows; ``TF_CPP_MIN_LOG_LEVEL`` defaults to 3 (C++ notes such as oneDNN's
+``DT_INT64`` line at run time are not shown). ``--verbosity=N`` with N >= 0 (or ``-v``) on the
 command line turns the filtering off and shows TensorFlow's INFO lines, as
 before.
 
@@ -19,17 +21,9 @@ tools print their own progress.
 import os
 import re
 import sys
-import tempfile
 from typing import NoReturn
 
-# C++ start-up lines TensorFlow prints on every CPU machine.
-_NOISE = re.compile(
-    r"^(WARNING: All log messages before absl::InitializeLog\(\) is called"
-    r"|[IWE]\d{4} [\d:. ]+\d+ (cudart_stub|cuda_platform|cuda_executor|"
-    r"cpu_feature_guard|cuda_dnn|cuda_fft|cuda_blas|port)\.cc:\d+\]"
-    r"|To enable the following instructions:"
-    r"|Could not find cuda drivers"
-    r"|.*failed call to cuInit)")
+from bert_tf import _quiet
 
 
 def verbosity_requested(argv=None) -> bool:
@@ -78,7 +72,7 @@ def configure(argv=None) -> bool:
   if determinism_requested(argv):
     os.environ["TF_ENABLE_ONEDNN_OPTS"] = "0"
   if quiet:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", _quiet.QUIET_LEVEL)
   else:
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0"
   return quiet
@@ -94,22 +88,9 @@ def import_tensorflow(argv=None):
   if "tensorflow" in sys.modules or not quiet:
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     return tf
-  sys.stderr.flush()
-  saved = os.dup(2)
-  with tempfile.TemporaryFile(mode="w+b") as captured:
-    os.dup2(captured.fileno(), 2)
-    try:
-      import tensorflow as tf  # pylint: disable=g-import-not-at-top
-      tf.config.list_physical_devices()  # the CUDA probe (cuInit) runs here
-    finally:
-      sys.stderr.flush()
-      os.dup2(saved, 2)
-      os.close(saved)
-      captured.seek(0)
-      text = captured.read().decode("utf-8", "replace")
-  kept = [l for l in text.splitlines() if l.strip() and not _NOISE.match(l)]
-  if kept:
-    sys.stderr.write("\n".join(kept) + "\n")
+  with _quiet.filtered_stderr():
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    tf.config.list_physical_devices()  # the CUDA probe (cuInit) runs here
   from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
   absl_logging.set_verbosity(absl_logging.WARNING)
   return tf

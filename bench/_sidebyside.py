@@ -128,7 +128,7 @@ def table(results: dict, metric: str, title: str) -> list[str]:
 
 # A progress line of the runner (bert_tf/runner.py ``log``), one per
 # ``--iterations_per_loop`` steps: "step 50/1062 loss=... lr=... 14.2 sentences/s (112.3s)".
-_STEP_LINE = re.compile(r"^step (\d+)/\d+ .* ([0-9.]+) \w+/s \(([0-9.]+)s\)$", re.M)
+_STEP_LINE = re.compile(r"^step (\d+)/\d+ .* ([0-9.]+) \w+/s \(([0-9.]+)s\)(?: elapsed .*)?$", re.M)
 
 
 def ours_train_rate(stdout: str) -> float | None:

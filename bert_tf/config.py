@@ -201,3 +201,29 @@ def preset(name, vocab_size=30522, **overrides):
                 intermediate_size=4 * hidden, type_vocab_size=2)
   kwargs.update(overrides)
   return BertConfig(**kwargs).validate("preset %s" % name)
+
+
+def check_vocab_size(num_tokens: int, config: "BertConfig", vocab_file: str,
+                     argument: str = "vocab_file") -> None:
+  """Refuses a vocab whose size is not the model's ``vocab_size``.
+
+  A larger vocab makes ids past the embedding table (the original trains on
+  NaNs); a smaller one is another model's vocab (a 5,000-line vocab for a
+  30,522-token model tokenizes, then every id means something else). The
+  original checked neither.
+
+  Args:
+    num_tokens: lines of ``vocab_file`` (token ids 0..num_tokens-1).
+    config: the model's config.
+    vocab_file: the file, for the message.
+    argument: the flag to name.
+
+  Raises:
+    bert_tf.errors.VocabError: naming the file and both numbers.
+  """
+  if num_tokens != config.vocab_size:
+    raise errors.VocabError(
+        "vocab %r has %d tokens but the model's vocab_size is %d: pass the "
+        "vocab.txt the model was trained with (or, for a new model, set "
+        "vocab_size to %d in its bert_config.json)"
+        % (vocab_file, num_tokens, config.vocab_size, num_tokens), argument=argument)

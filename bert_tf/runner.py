@@ -32,6 +32,7 @@ import math
 import os
 import shutil
 import tempfile
+import time
 from typing import Callable, Optional, Sequence
 
 from absl import logging
@@ -50,6 +51,20 @@ BEST_DIR = "best"
 BEST_STATE = "best.json"
 DATA_DIR_PREFIX = "data-worker-"
 DETERMINISM_FILE = "determinism.json"
+RECIPE_FILE = "train_flags.json"
+
+# Params fields that do not change what training computes: where files go,
+# what else the run does, how often it logs or saves, on how many devices.
+# Every other field of a task's params is its training recipe, recorded in
+# RECIPE_FILE and checked when a run resumes.
+NOT_RECIPE = frozenset({
+    "output_dir", "do_train", "do_eval", "do_predict", "export_dir",
+    "predict_file", "dev_file", "test_file", "eval_batch_size",
+    "predict_batch_size", "max_eval_steps", "n_best_size", "max_answer_length",
+    "null_score_diff_threshold", "verbose_logging", "keep_best",
+    "iterations_per_loop", "save_checkpoints_steps", "keep_checkpoint_max",
+    "stop_at_step", "distribution_strategy", "num_cpu_devices", "deterministic",
+    "jit_compile", "num_accumulation_steps", "tfds_data_dir"})
 
 
 @dataclasses.dataclass
@@ -154,6 +169,63 @@ def enable_determinism_for_run(output_dir: str, seed: int) -> int:
     os.makedirs(output_dir, exist_ok=True)
     io_utils.atomic_write_text(path, json.dumps({"intra_op_threads": threads}) + "\n")
   return threads
+
+
+def training_recipe(task) -> Optional[dict]:
+  """The training recipe of ``task``: its params fields outside
+  :data:`NOT_RECIPE`, as JSON values; None when the task has no params
+  dataclass."""
+  params = getattr(task, "params", None)
+  if params is None or not dataclasses.is_dataclass(params):
+    return None
+  recipe = {f.name: getattr(params, f.name) for f in dataclasses.fields(params)
+            if f.name not in NOT_RECIPE}
+  return json.loads(json.dumps(recipe, default=str))
+
+
+def check_recipe(output_dir: str, recipe: Optional[dict], resuming: bool) -> None:
+  """Refuses to resume a run with another training recipe; records the recipe.
+
+  A rerun of a run directory resumes its training. The original's
+  TPUEstimator resumed whatever the flags said, so a rerun with another
+  ``--learning_rate`` silently continued (or, when finished, printed
+  ``resumed ... at step N`` and trained nothing). Here the first run writes
+  its recipe to ``output_dir/train_flags.json``; a resume compares.
+
+  Args:
+    output_dir: the run directory.
+    recipe: :func:`training_recipe` of this run (None: nothing to check).
+    resuming: a checkpoint of an earlier run is in ``output_dir``.
+
+  Raises:
+    bert_tf.errors.ParamsError: the flags differ from the recorded ones; the
+      message lists each ``--flag: run value (recorded) vs now``.
+  """
+  if recipe is None:
+    return
+  path = os.path.join(output_dir, RECIPE_FILE)
+  if resuming and os.path.exists(path):
+    with open(path, encoding="utf-8") as f:
+      old = json.load(f)
+    diff = sorted(k for k in set(old) & set(recipe) if old[k] != recipe[k])
+    if diff:
+      raise errors.ParamsError(
+          "%s holds a run trained with other flags: %s. Resuming would continue "
+          "a different recipe: rerun with the run's flags to resume it, or "
+          "use a new --output_dir" % (output_dir, "; ".join(
+              "--%s=%s (the run) vs %s (now)" % (k, json.dumps(old[k]),
+                                                 json.dumps(recipe[k]))
+              for k in diff)), argument=diff[0])
+    return
+  io_utils.atomic_write_text(path, json.dumps(recipe, indent=2, sort_keys=True) + "\n")
+
+
+def format_duration(seconds: float) -> str:
+  """``h:mm:ss`` (``m:ss`` under an hour) of a duration in seconds."""
+  seconds = max(0, int(round(seconds)))
+  h, rest = divmod(seconds, 3600)
+  m, s = divmod(rest, 60)
+  return "%d:%02d:%02d" % (h, m, s) if h else "%d:%02d" % (m, s)
 
 
 def worker_info(strategy) -> tuple:
@@ -317,6 +389,9 @@ class Runner:
           argument="train_batch_size")
     os.makedirs(p.output_dir, exist_ok=True)
     ckpt_dir = p.output_dir
+    if is_chief and do_train:  # before anything in output_dir is rewritten
+      check_recipe(p.output_dir, training_recipe(task),
+                   resuming=tf.train.latest_checkpoint(p.output_dir) is not None)
     if is_chief:
       task.write_run_files(p.output_dir)
     else:
@@ -412,6 +487,9 @@ class Runner:
     if p.stop_at_step:
       end = min(end, p.stop_at_step)
     evaluated = False
+    if do_train and latest and step >= end:
+      self.print_fn("training is complete (step %d of %d): nothing to train; "
+                    "a new --output_dir trains anew" % (step, end))
     if do_train and step < end:
       if task.normalized_loss:
         compute, normalizer = (lambda f, t: task.compute_loss(model, f, t)), \
@@ -425,13 +503,18 @@ class Runner:
       writer = (tf.summary.create_file_writer(os.path.join(p.output_dir, "train"))
                 if is_chief else tf.summary.create_noop_writer())
 
+      started, start_step = time.monotonic(), step
+
       def log(gstep, sums, seconds):
         m = task.train_metrics(sums)
         lr = float(optimizer.learning_rate)
         rate = sums.get("examples_per_second", 0.0)
-        self.print_fn("step %d/%d %s lr=%.3g %.1f %s/s (%.1fs)" % (
+        elapsed = time.monotonic() - started
+        eta = elapsed / max(gstep - start_step, 1) * max(end - gstep, 0)
+        self.print_fn("step %d/%d %s lr=%.3g %.1f %s/s (%.1fs) elapsed %s eta %s" % (
             gstep, spec.num_train_steps, format_metrics(m), lr, rate,
-            task.example_unit, seconds))
+            task.example_unit, seconds, format_duration(elapsed),
+            format_duration(eta)))
         write_scalars(writer, gstep, dict(
             m, learning_rate=lr, **{task.throughput_name: rate}))
 

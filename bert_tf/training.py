@@ -43,6 +43,9 @@ from absl import logging
 import keras
 import tensorflow as tf
 
+from bert_tf import checkpoints
+from bert_tf import errors
+
 
 def onednn_enabled() -> bool:
   """Whether this TensorFlow runs oneDNN kernels (``TF_ENABLE_ONEDNN_OPTS``,
@@ -386,6 +389,14 @@ def restore_latest(manager):
   if latest:
     # expect_partial: a run that only evaluates or predicts restores no
     # input iterator, whose saved position is then left unused on purpose.
-    manager.checkpoint.restore(latest).assert_existing_objects_matched().expect_partial()
+    try:
+      manager.checkpoint.restore(latest).assert_existing_objects_matched().expect_partial()
+    except (ValueError, AssertionError, tf.errors.OpError) as e:
+      checkpoints.silence_unrestored_warnings()
+      lines = [l for l in str(e).splitlines() if l.strip()]
+      raise errors.CheckpointError(
+          "%s: the run's checkpoint does not fit the model the flags build "
+          "(check --bert_config_file, or use a new --output_dir): %s"
+          % (latest, lines[0] if lines else type(e).__name__)) from None
     logging.info("Resumed from %s", latest)
   return latest

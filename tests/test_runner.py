@@ -8,6 +8,7 @@ best model, writes TensorBoard scalars and calls the export hook.
 """
 
 import json
+import re
 import os
 
 import keras
@@ -177,3 +178,55 @@ def test_runner_params_from_task_params_by_name():
   r = runner.RunnerParams.from_params(p)
   assert (r.output_dir, r.iterations_per_loop, r.seed, r.keep_checkpoint_max) == ("o", 7, 3, 2)
   assert runner.RunnerParams.from_params(p, seed=9).seed == 9
+
+
+def test_rerun_with_other_training_flags_is_refused(tmp_path):
+  """A finished run rerun with the same flags says it is complete; with
+  another learning rate it is refused, naming the flag and both values, and
+  nothing of the run is rewritten. Progress lines carry elapsed time and ETA."""
+  import dataclasses  # pylint: disable=g-import-not-at-top
+  from bert_tf import errors  # pylint: disable=g-import-not-at-top
+
+  @dataclasses.dataclass
+  class ToyParams:
+    output_dir: str
+    learning_rate: float = 1e-2
+    iterations_per_loop: int = 2
+
+  class ParamsTask(TaggingTask):
+    def __init__(self, params):
+      super().__init__(num_train_steps=4)
+      self.params = params
+
+    def optimizer_spec(self):
+      return base.OptimizerSpec(self.params.learning_rate, self.num_train_steps, 1)
+
+  out = str(tmp_path / "run")
+
+  def run(lr, every=2):
+    lines = []
+    runner.Runner(runner.RunnerParams(output_dir=out, iterations_per_loop=every),
+                  lines.append).run(
+        ParamsTask(ToyParams(out, lr, every)), strategy(), do_train=True)
+    return lines
+
+  first = run(1e-2)
+  steps = [l for l in first if l.startswith("step ")]
+  assert len(steps) == 2
+  for line in steps:
+    assert re.search(r"\(\d+\.\ds\) elapsed \d+:\d\d eta \d+:\d\d$", line), line
+  assert steps[-1].endswith("eta 0:00")
+  recorded = json.load(open(os.path.join(out, runner.RECIPE_FILE)))
+  assert recorded == {"learning_rate": 0.01}  # output_dir, iterations_per_loop: not the recipe
+  # Same recipe, another log cadence: resumes, says there is nothing to train.
+  again = run(1e-2, every=1)
+  assert any(l.startswith("training is complete (step 4 of 4)") for l in again), again
+  before = {f: os.path.getmtime(os.path.join(out, f)) for f in os.listdir(out)
+            if os.path.isfile(os.path.join(out, f))}
+  with pytest.raises(errors.ParamsError) as e:
+    run(2e-2)
+  assert "--learning_rate=0.01 (the run) vs 0.02 (now)" in str(e.value)
+  assert "\n" not in str(e.value)
+  after = {f: os.path.getmtime(os.path.join(out, f)) for f in os.listdir(out)
+           if os.path.isfile(os.path.join(out, f))}
+  assert after == before

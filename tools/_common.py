@@ -18,6 +18,7 @@ from absl import flags
 
 from bert_tf import distribute
 from bert_tf import errors
+from bert_tf import runner
 from bert_tf.tools import _startup
 
 FLAGS = flags.FLAGS
@@ -92,6 +93,23 @@ def define_training_flags():
   flags.DEFINE_string("tpu_name", None, "Cloud TPU name or grpc:// address.")
 
 
+def define_task_flags(params_cls, tool_module: str,
+                      required: typing.Sequence[str] = ("output_dir",)) -> None:
+  """A fine-tuning tool's flags: the strategy/TPU flags, one flag per field of
+  ``params_cls``, all of them key flags of the tool (``--helpshort``).
+
+  Args:
+    params_cls: the task's params dataclass.
+    tool_module: the tool's ``__name__``.
+    required: flags to mark as required.
+  """
+  define_training_flags()  # --distribution_strategy defined once, here
+  define_flags(params_cls, required=required)
+  module = sys.argv[0] if tool_module == "__main__" else tool_module
+  for flag in FLAGS.get_key_flags_for_module(__name__):
+    FLAGS.register_key_flag_for_module(module, flag)
+
+
 def _flag(name):
   """A flag's value, or None when this tool does not define it."""
   return FLAGS[name].value if name in FLAGS else None
@@ -108,3 +126,54 @@ def strategy_from_flags():
       tpu_name=FLAGS.tpu_name or _flag("master"),
       num_cpu_devices=FLAGS.num_cpu_devices, tpu_zone=_flag("tpu_zone"),
       gcp_project=_flag("gcp_project"))
+
+
+def _one_of(names) -> str:
+  flags_ = ["--" + n for n in names]
+  return ", ".join(flags_[:-1]) + " or " + flags_[-1] if len(flags_) > 1 else flags_[0]
+
+
+def task_main(tool: str, params_cls, job: typing.Callable,
+              actions: typing.Sequence[str],
+              exporter: typing.Optional[typing.Callable] = None,
+              prepare: typing.Optional[typing.Callable[[], dict]] = None,
+              job_flags: typing.Sequence[str] = ()) -> typing.Callable:
+  """The ``main(argv)`` of a training tool, the same for every task.
+
+  Refuses a command line that asks for none of ``actions``; runs
+  ``prepare()`` (tool-specific checks; returns params overrides); turns on
+  determinism before the strategy starts TensorFlow's runtime; builds the
+  strategy and ``params_cls`` from the flags; calls
+  ``job(params, strategy, **{flag: value for job_flags}, exporter=...)``.
+  Every reported error (:data:`REPORTED`) becomes one ``tool: error:`` line.
+
+  Args:
+    tool: the tool's name, for messages.
+    params_cls: the task's params dataclass.
+    job: e.g. ``bert_tf.jobs.run_ner``.
+    actions: flags of which at least one must be set (``do_train``, ...).
+    exporter: the export hook ``(model, task) -> path``, passed as
+      ``exporter=`` when ``--export_dir`` is set (None otherwise); when None,
+      no ``exporter`` argument is passed.
+    prepare: tool-specific checks run first; returns params overrides.
+    job_flags: flags passed to ``job`` as keyword arguments.
+  """
+
+  def main(argv):
+    del argv
+    if not any(FLAGS[a].value for a in actions):
+      sys.exit("%s: error: at least one of %s must be set" % (tool, _one_of(actions)))
+    try:
+      overrides = prepare() if prepare is not None else {}
+      if "deterministic" in FLAGS and FLAGS.deterministic:
+        runner.enable_determinism_for_run(FLAGS.output_dir, FLAGS.seed)
+      strategy = strategy_from_flags()
+      params = params_from_flags(params_cls, **overrides)
+      kwargs = {f: FLAGS[f].value for f in job_flags}
+      if exporter is not None:
+        kwargs["exporter"] = exporter if FLAGS.export_dir else None
+      job(params, strategy, **kwargs)
+    except REPORTED as e:
+      fail(tool, e)
+
+  return main

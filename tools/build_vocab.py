@@ -15,7 +15,6 @@ import time
 from bert_tf.tools import _startup
 _startup.setup(tensorflow=True)
 
-from absl import app
 from absl import flags
 
 from bert_tf import errors

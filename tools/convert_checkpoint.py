@@ -13,12 +13,10 @@ r"""Converts BERT checkpoints: original TF1 <-> ours, Hugging Face -> either.
 Optimizer slots are dropped (never copied).
 """
 
-import sys
 
 from bert_tf.tools import _startup
 _startup.setup(tensorflow=True)
 
-from absl import app
 from absl import flags
 
 from bert_tf import checkpoints

@@ -27,7 +27,6 @@ import sys
 from bert_tf.tools import _startup
 _startup.setup(tensorflow=True)
 
-from absl import app
 from absl import flags
 
 from bert_tf.tools import _common
@@ -54,11 +53,8 @@ def export_classifier(model, task):
       task.params.export_dir, t.name, t.is_pair, is_regression=t.is_regression)
 
 
-def main(argv):
-  del argv
-  if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict or FLAGS.export_dir):
-    sys.exit("run_classifier: error: at least one of --do_train, --do_eval, "
-             "--do_predict or --export_dir must be set")
+def resolve_task_name():
+  """``--task_name``, or the GLUE task of ``--tfds_name``; checks the data flags."""
   task_name = FLAGS.task_name
   if not task_name and FLAGS.tfds_name:
     task_name = classifier_data.TFDS_CONFIGS.get(FLAGS.tfds_name.split("/")[-1].split(":")[0])
@@ -68,15 +64,14 @@ def main(argv):
     sys.exit("run_classifier: error: --data_dir (or --tfds_name) is required")
   if FLAGS.tfds_name and not FLAGS.tfds_data_dir:
     sys.exit("run_classifier: error: --tfds_name needs --tfds_data_dir (nothing is downloaded)")
-  try:
-    strategy = _common.strategy_from_flags()
-    params = _common.params_from_flags(classification.ClassifierParams,
-                                       task_name=task_name)
-    jobs.run_classifier(params, strategy, do_train=FLAGS.do_train,
-                        do_eval=FLAGS.do_eval, do_predict=FLAGS.do_predict,
-                        exporter=export_classifier if FLAGS.export_dir else None)
-  except _common.REPORTED as e:
-    _common.fail("run_classifier", e)
+  return {"task_name": task_name}
+
+
+main = _common.task_main("run_classifier", classification.ClassifierParams,
+                         jobs.run_classifier,
+                         ("do_train", "do_eval", "do_predict", "export_dir"),
+                         exporter=export_classifier, prepare=resolve_task_name,
+                         job_flags=("do_train", "do_eval", "do_predict"))
 
 
 def run():

@@ -26,23 +26,17 @@ resumes.
     --learning_rate=5e-5 --num_train_epochs=20
 """
 
-import sys
-
 from bert_tf.tools import _startup
 _startup.setup(tensorflow=True)
 
-from absl import app
 from absl import flags
 
 from bert_tf.tools import _common
 from bert_tf import jobs
-from bert_tf import runner
 from bert_tf.tasks import tagging
 
 FLAGS = flags.FLAGS
-_common.define_training_flags()  # --distribution_strategy defined once, here
-_common.define_flags(tagging.NerParams, required=("output_dir",))
-flags.adopt_module_key_flags(_common)  # --helpshort lists them too
+_common.define_task_flags(tagging.NerParams, __name__)
 
 TOOL = "run_ner"
 
@@ -56,19 +50,9 @@ def export_tagger(model, task):
       doc_stride=task.params.doc_stride)
 
 
-def main(argv):
-  del argv
-  if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict or FLAGS.export_dir):
-    sys.exit("%s: error: at least one of --do_train, --do_eval, --do_predict or "
-             "--export_dir must be set" % TOOL)
-  try:
-    if FLAGS.deterministic:  # before the strategy starts TensorFlow's runtime
-      runner.enable_determinism_for_run(FLAGS.output_dir, FLAGS.seed)
-    strategy = _common.strategy_from_flags()
-    params = _common.params_from_flags(tagging.NerParams)
-    jobs.run_ner(params, strategy, exporter=export_tagger if FLAGS.export_dir else None)
-  except _common.REPORTED as e:
-    _common.fail(TOOL, e)
+main = _common.task_main(TOOL, tagging.NerParams, jobs.run_ner,
+                         ("do_train", "do_eval", "do_predict", "export_dir"),
+                         exporter=export_tagger)
 
 
 def run():

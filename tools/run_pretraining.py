@@ -18,18 +18,15 @@ checkpoint, data position and dropout state included.
 """
 
 import os
-import sys
 
 from bert_tf.tools import _startup
 _startup.setup(tensorflow=True)
 
-from absl import app
 from absl import flags
 
 from bert_tf.tools import _common
 from bert_tf import config as config_lib
 from bert_tf import jobs
-from bert_tf import runner
 from bert_tf.tasks import pretraining
 from bert_tf.data.pretraining import documents
 
@@ -64,22 +61,23 @@ def find_vocab_file():
   return None
 
 
-def main(argv):
-  del argv
-  if not FLAGS.do_train and not FLAGS.do_eval:
-    sys.exit("run_pretraining: error: at least one of --do_train or --do_eval must be set")
-  try:
-    config = config_lib.BertConfig.from_json_file(FLAGS.bert_config_file)
-    documents.expand_input_files(FLAGS.input_file)
-    if FLAGS.deterministic:  # before the strategy starts TensorFlow's runtime
-      runner.enable_determinism_for_run(FLAGS.output_dir, FLAGS.seed)
-    strategy = _common.strategy_from_flags()
-    params = _common.params_from_flags(pretraining.PretrainingParams,
-                                       vocab_file=find_vocab_file())
-    jobs.run_pretraining(config, params, strategy, do_train=FLAGS.do_train,
-                         do_eval=FLAGS.do_eval)
-  except _common.REPORTED as e:
-    _common.fail("run_pretraining", e)
+def prepare():
+  """Checks ``--bert_config_file`` and ``--input_file`` before anything runs;
+  the vocab file found for the params."""
+  config_lib.BertConfig.from_json_file(FLAGS.bert_config_file)
+  documents.expand_input_files(FLAGS.input_file)
+  return {"vocab_file": find_vocab_file()}
+
+
+def pretrain(params, strategy, do_train, do_eval):
+  """:func:`bert_tf.jobs.run_pretraining` with the model of ``--bert_config_file``."""
+  config = config_lib.BertConfig.from_json_file(FLAGS.bert_config_file)
+  jobs.run_pretraining(config, params, strategy, do_train=do_train, do_eval=do_eval)
+
+
+main = _common.task_main("run_pretraining", pretraining.PretrainingParams, pretrain,
+                         ("do_train", "do_eval"), prepare=prepare,
+                         job_flags=("do_train", "do_eval"))
 
 
 def run():

@@ -22,63 +22,32 @@ the answer text and its character offsets out). Restarting with the same
     --max_seq_length=384 --doc_stride=128 --train_batch_size=12
 """
 
-import sys
-
 from bert_tf.tools import _startup
 _startup.setup(tensorflow=True)
 
-from absl import app
 from absl import flags
 
 from bert_tf.tools import _common
 from bert_tf import jobs
-from bert_tf import runner
 from bert_tf import export
 from bert_tf.tasks import squad
 
 FLAGS = flags.FLAGS
-_common.define_training_flags()  # --distribution_strategy defined once, here
-_common.define_flags(squad.SquadParams, required=("output_dir",))
-flags.adopt_module_key_flags(_common)  # --helpshort lists them too
+_common.define_task_flags(squad.SquadParams, __name__)
 
 TOOL = "run_squad"
 
 
-def squad_exporter():
-  """The export hook ``(model, serving_info, export_dir) -> path``: the
-  fine-tuned model with the tokenizer, doc-stride windows and span choice
-  inside (:func:`bert_tf.export.export_squad`) as a TF Serving SavedModel
-  version under ``--export_dir``; None when ``bert_tf.export`` has no SQuAD
-  export."""
-  try:
-    export_squad = export.export_squad
-  except AttributeError:
-    return None
-
-  def exporter(model, info, export_dir):
-    return export_squad(model, export_dir=export_dir, **info)
-  return exporter
+def export_squad(model, info, export_dir):
+  """The export hook: the fine-tuned model with the tokenizer, doc-stride
+  windows and span choice inside (:func:`bert_tf.export.export_squad`) as a
+  TF Serving SavedModel version under ``--export_dir``."""
+  return export.export_squad(model, export_dir=export_dir, **info)
 
 
-def main(argv):
-  del argv
-  if not (FLAGS.do_train or FLAGS.do_predict or FLAGS.export_dir):
-    sys.exit("%s: error: at least one of --do_train, --do_predict or "
-             "--export_dir must be set" % TOOL)
-  exporter = None
-  if FLAGS.export_dir:
-    exporter = squad_exporter()
-    if exporter is None:
-      sys.exit("%s: error: --export_dir: this bert_tf has no SQuAD SavedModel "
-               "export (bert_tf.export.export_squad)" % TOOL)
-  try:
-    if FLAGS.deterministic:  # before the strategy starts TensorFlow's runtime
-      runner.enable_determinism_for_run(FLAGS.output_dir, FLAGS.seed)
-    strategy = _common.strategy_from_flags()
-    params = _common.params_from_flags(squad.SquadParams)
-    jobs.run_squad(params, strategy, exporter=exporter)
-  except _common.REPORTED as e:
-    _common.fail(TOOL, e)
+main = _common.task_main(TOOL, squad.SquadParams, jobs.run_squad,
+                         ("do_train", "do_predict", "export_dir"),
+                         exporter=export_squad)
 
 
 def run():

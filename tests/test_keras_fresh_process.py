@@ -182,3 +182,30 @@ def test_without_import_bert_tf_keras_says_so(tmp_path):
                         timeout=600, env=dict(os.environ, KERAS_BACKEND="tensorflow"))
   assert proc.returncode != 0
   assert "BertClassifier" in proc.stderr
+
+
+def test_corrupt_truncated_or_foreign_keras_file_is_one_clear_error(tmp_path):
+  """``from_preset`` of a bad ``.keras`` file: a CheckpointError of one line
+  naming the file, for random bytes, a truncated archive and a plain Keras
+  model that is not bert_tf's."""
+  from bert_tf import errors  # pylint: disable=g-import-not-at-top
+  good = tmp_path / "good.keras"
+  m = models.build_classifier(CONFIG, 2)
+  m(_features(np.random.RandomState(0), (1, S)))
+  m.save(str(good))
+  corrupt = tmp_path / "corrupt.keras"
+  corrupt.write_bytes(b"\x00not a zip archive" * 100)
+  truncated = tmp_path / "truncated.keras"
+  truncated.write_bytes(good.read_bytes()[:2000])
+  foreign = tmp_path / "foreign.keras"
+  inp = keras.Input((4,))
+  keras.Model(inp, keras.layers.Dense(2)(inp)).save(str(foreign))
+  for path in (corrupt, truncated, foreign):
+    with pytest.raises(errors.CheckpointError) as e:
+      bert_tf.BertClassifier.from_preset(str(path), num_labels=2)
+    msg = str(e.value)
+    assert str(path) in msg and "\n" not in msg, msg
+  assert "not a bert_tf model" in str(pytest.raises(
+      errors.CheckpointError, bert_tf.BertEncoder.from_preset, str(foreign)).value)
+  loaded = bert_tf.BertClassifier.from_preset(str(good), num_labels=2)  # the good one loads
+  assert len(loaded.weights) == len(m.weights)

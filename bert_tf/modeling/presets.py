@@ -17,6 +17,7 @@ imports them (``encoder.py`` and ``models.py`` import it).
 
 import json
 import os
+import zipfile
 from typing import Callable, Optional
 
 import keras
@@ -98,6 +99,30 @@ def read_config(run_dir: Optional[str], preset: str) -> config_lib.BertConfig:
   return config_lib.BertConfig.from_json_file(path)
 
 
+def load_keras_file(path: str) -> keras.Model:
+  """``keras.models.load_model(path, compile=False)`` with bad files named.
+
+  Raises:
+    CheckpointError: ``path`` is not a readable ``.keras`` archive (corrupt,
+      truncated, another format) or holds a model that is not bert_tf's;
+      one line naming the file and what went wrong.
+  """
+  try:
+    model = keras.models.load_model(path, compile=False)
+  except (ValueError, TypeError, KeyError, OSError, zipfile.BadZipFile,
+          json.JSONDecodeError) as e:
+    lines = [l for l in str(e).splitlines() if l.strip()]
+    raise errors.CheckpointError(
+        "%s is not a loadable .keras model of bert_tf (%s: %s)"
+        % (path, type(e).__name__, lines[0][:300] if lines else "no detail"),
+        argument="preset") from None
+  if not (hasattr(model, "blocks") or hasattr(getattr(model, "encoder", None), "blocks")):
+    raise errors.CheckpointError(
+        "%s holds a %s, not a bert_tf model (BertEncoder, BertClassifier, ...)"
+        % (path, type(model).__name__), argument="preset")
+  return model
+
+
 def run_num_labels(preset: str) -> Optional[int]:
   """Number of classes a preset was fine-tuned for, or None if unknown.
 
@@ -106,7 +131,7 @@ def run_num_labels(preset: str) -> Optional[int]:
   """
   kind, path, run_dir = resolve(preset)
   if kind == "keras":
-    model = keras.models.load_model(path, compile=False)
+    model = load_keras_file(path)
     return getattr(model, "num_labels", None)
   if kind != "ckpt":
     return None
@@ -153,7 +178,7 @@ def load(preset: str, what: str, factory: Callable, config=None):
   """
   kind, path, run_dir = resolve(preset)
   if kind == "keras":
-    saved = keras.models.load_model(path, compile=False)
+    saved = load_keras_file(path)
     cfg = config_lib.as_bert_config(config) if config is not None else saved.config
     model = factory(cfg)
     same = type(saved) is type(model) and [w.shape for w in saved.weights] == [

@@ -159,6 +159,7 @@ def run_squad(params: squad.SquadParams, strategy,
              "%.3g epochs)" % (params.train_file, len(task.train_examples),
                                task.num_train_features, task.num_train_steps,
                                params.train_batch_size, params.num_train_epochs))
+    print_fn(task.steps_summary)
   if params.do_predict:
     print_fn("predicting %s: %d questions, %d features%s" % (
         params.predict_file, len(task.predict_examples), len(task.predict_features),

@@ -16,6 +16,20 @@ Steps (tensorflow-text ops):
    ``run_classifier._truncate_seq_pair`` (longest first, ties trim text_b);
 4. ``[CLS] a [SEP] b [SEP]`` packing with segment ids 0 / 1, zero padding to
    ``max_seq_length`` (original ``convert_single_example``).
+
+``preserve_unused_tokens`` is the original's ``--preserve_unused_tokens``
+(:func:`bert_tf.tokenization.preserve_token`): a whitespace-separated word
+(after cleaning and CJK spacing, before lower-casing) that is exactly
+``[unusedN]`` and in the vocab stays one token. tensorflow-text's
+``preserve_unused_token`` alone keeps every ``\\[unused\\d+\\]`` match, also
+inside a word (``x[unused1]``), when not in the vocab and after our
+lower-casing (``[UNUSED1]``); so the words the original keeps are found
+first (:meth:`BertPreprocessor.unused_token_starts`) and every other ``[``
+gets a space after it, which changes no token (``[`` is always a token of
+its own) but leaves tensorflow-text's rule only the words to keep. The ids
+are the original's, except for a vocab entry ``[unusedN]`` written with
+non-ASCII digits (tensorflow-text matches ``[0-9]``, the original any
+Unicode digit; no released vocab has one).
 """
 
 import os
@@ -26,6 +40,12 @@ import tensorflow_text as text
 from bert_tf import errors
 from bert_tf import tokenization
 
+# The code points that the original's BasicTokenizer spaces out as CJK
+# (``_is_chinese_char``).
+_CJK_CHAR = (r"[\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{20000}-\x{2A6DF}"
+             r"\x{2A700}-\x{2B73F}\x{2B740}-\x{2B81F}\x{2B820}-\x{2CEAF}"
+             r"\x{F900}-\x{FAFF}\x{2F800}-\x{2FA1F}]")
+
 
 class BertPreprocessor(tf.Module):
   """Tokenizes and packs one or two batches of raw strings.
@@ -34,6 +54,8 @@ class BertPreprocessor(tf.Module):
     vocab_file: WordPiece vocab (one token per line).
     do_lower_case: lower-case and strip accents (uncased models).
     max_seq_length: output width S, specials included (>= 3 for pairs).
+    preserve_unused_tokens: keep vocab entries ``[unusedN]`` whole, as the
+      original's ``--preserve_unused_tokens`` (see the module docstring).
 
   Call args:
     text_a: string [B].
@@ -48,8 +70,9 @@ class BertPreprocessor(tf.Module):
     ValueError: ``max_seq_length`` too small.
   """
 
-  def __init__(self, vocab_file, do_lower_case=True, max_seq_length=128,
-               name="bert_preprocessor"):
+  def __init__(self, vocab_file, do_lower_case: bool = True,
+               max_seq_length: int = 128, name: str = "bert_preprocessor",
+               preserve_unused_tokens: bool = False):
     super().__init__(name=name)
     vocab = tokenization.load_vocab(vocab_file)
     tokenization.check_vocab(vocab, vocab_file)
@@ -59,6 +82,7 @@ class BertPreprocessor(tf.Module):
     self.vocab_file = os.fspath(vocab_file)
     self.do_lower_case = bool(do_lower_case)
     self.max_seq_length = int(max_seq_length)
+    self.preserve_unused_tokens = bool(preserve_unused_tokens)
     self.vocab_size = len(vocab)
     self.cls_id = vocab["[CLS]"]
     self.sep_id = vocab["[SEP]"]
@@ -69,13 +93,15 @@ class BertPreprocessor(tf.Module):
             key_index=tf.lookup.TextFileIndex.WHOLE_LINE,
             value_dtype=tf.int64, value_index=tf.lookup.TextFileIndex.LINE_NUMBER),
         num_oov_buckets=1)
+    self._table = table
     # Lower-casing and accent stripping are done in normalize() exactly as
     # the reference does (str.lower, NFD, drop Mn); tensorflow-text's own
     # lower_case=True applies NFKC case folding (ß -> ss, ligatures, ...).
     # 200 bytes: ASCII words up to the reference's 200-character limit.
     self.tokenizer = text.BertTokenizer(
         table, token_out_type=tf.int64, unknown_token="[UNK]",
-        lower_case=False, max_bytes_per_word=200)
+        lower_case=False, max_bytes_per_word=200,
+        preserve_unused_token=self.preserve_unused_tokens)
 
   @staticmethod
   def sanitize(strings):
@@ -86,18 +112,84 @@ class BertPreprocessor(tf.Module):
     s = tf.strings.regex_replace(s, r"[\t\n\r\p{Zs}\x{2028}\x{2029}]", " ")
     return tf.strings.regex_replace(s, r"[\x{0}\x{FFFD}\p{Cc}\p{Cf}]", "")
 
-  def normalize(self, strings):
-    """Sanitized, and for uncased models lower-cased with accents stripped.
-
-    Matches the reference ``BasicTokenizer``: ``str.lower()``, NFD, then
-    Unicode Mn (non-spacing marks) removed. [B] string.
-    """
-    s = self.sanitize(strings)
+  def _fold_case(self, s):
+    """For uncased models: ``str.lower()``, NFD, Unicode Mn removed."""
     if self.do_lower_case:
       s = tf.strings.lower(s, encoding="utf-8")
       s = text.normalize_utf8(s, "NFD")
       s = tf.strings.regex_replace(s, r"\p{Mn}", "")
     return s
+
+  def unused_token_starts(self, chars: tf.RaggedTensor) -> tf.Tensor:
+    """Where the original's ``--preserve_unused_tokens`` keeps a word whole.
+
+    Args:
+      chars: string RaggedTensor [B, (C)], one code point per element (any
+        text: each is sanitized here, as :meth:`sanitize` does).
+
+    Returns:
+      bool [N] over ``chars.flat_values``: True at the ``[`` of every word
+      that the reference ``BasicTokenizer`` keeps (the sanitized word,
+      between spaces, CJK characters and the row's ends, is exactly
+      ``[unused<ASCII digits>]`` and in the vocab), False elsewhere.
+    """
+    flat = chars.flat_values
+    san = self.sanitize(flat)
+    n = tf.size(flat, out_type=tf.int64)
+    # Word boundaries: a space, a CJK character (the original spaces them
+    # out before splitting on whitespace), a row start.
+    boundary = tf.logical_or(tf.equal(san, " "),
+                             tf.strings.regex_full_match(san, _CJK_CHAR))
+    index = tf.range(n)
+    row_start = tf.equal(index, tf.gather(chars.row_starts(), chars.value_rowids()))
+    after_boundary = tf.concat([[True], boundary[:-1]], 0)[:n]
+    new_word = boundary | after_boundary | row_start
+    word = tf.cumsum(tf.cast(new_word, tf.int64)) - 1
+    words = tf.strings.unsorted_segment_join(san, word, num_segments=n)
+    keep = tf.logical_and(
+        tf.strings.regex_full_match(words, r"\[unused[0-9]+\]"),
+        # Not the OOV bucket (the last id: size() counts it).
+        tf.not_equal(self._table.lookup(words), self._table.size() - 1))
+    return tf.logical_and(tf.gather(keep, word), tf.equal(flat, "["))
+
+  def _space_brackets(self, chars):
+    """Code points [B, (C)] -> the same with every ``[`` that does not start a
+    kept word followed by a space (see the module docstring)."""
+    flat = chars.flat_values
+    lone = tf.logical_and(tf.equal(flat, "["),
+                          tf.logical_not(self.unused_token_starts(chars)))
+    return chars.with_flat_values(tf.where(lone, "[ ", flat))
+
+  def normalize(self, strings):
+    """Sanitized, and for uncased models lower-cased with accents stripped.
+
+    Matches the reference ``BasicTokenizer``: ``str.lower()``, NFD, then
+    Unicode Mn (non-spacing marks) removed. [B] string. With
+    ``preserve_unused_tokens`` every ``[`` that does not start a word to
+    keep is followed by a space (no token changes).
+    """
+    s = self.sanitize(strings)
+    if self.preserve_unused_tokens:
+      chars = tf.strings.unicode_split(s, "UTF-8")
+      s = tf.strings.reduce_join(self._space_brackets(chars), axis=-1)
+    return self._fold_case(s)
+
+  def normalize_chars(self, chars: tf.RaggedTensor) -> tf.RaggedTensor:
+    """:meth:`normalize` of each code point on its own, for offsets.
+
+    Args:
+      chars: string RaggedTensor [B, (C)], one code point per element.
+
+    Returns:
+      string RaggedTensor [B, (C)]: each code point's normalized text (empty
+      for a deleted one; ``"[ "`` for a ``[`` that does not start a word that
+      ``preserve_unused_tokens`` keeps). Joined per row, it tokenizes as
+      :meth:`normalize` of the row, except that NFD's canonical reordering
+      of combining marks does not cross code points.
+    """
+    if self.preserve_unused_tokens:
+      chars = self._space_brackets(chars)
+    return chars.with_flat_values(self._fold_case(self.sanitize(chars.flat_values)))
 
   def tokenize(self, strings):
     """Word-piece ids of each string: int64 RaggedTensor [B, (tokens)]."""

@@ -1,4 +1,4 @@
-"""The reference Python WordPiece tokenizer, with the original's exact behaviour.
+r"""The reference Python WordPiece tokenizer, with the original's exact behaviour.
 
 Source: google-research/bert ``tokenization.py`` (``FullTokenizer`` =
 ``BasicTokenizer`` + ``WordpieceTokenizer``), run under Python 3. Every rule
@@ -10,17 +10,36 @@ This is the tokenizer that ``tools/create_pretraining_data.py`` uses (so its
 output is record-for-record identical to the original's). Fine-tuning and
 serving use the in-graph tensorflow-text tokenizer in
 :mod:`bert_tf.preprocessing`; BUILD_NOTES.md documents how the two differ.
+
+``preserve_unused_tokens`` (``FullTokenizer``, ``BasicTokenizer``) is the
+original's ``--preserve_unused_tokens`` (google-research/bert master and
+``bert-tensorflow==1.0.4``): a whitespace-separated word (after cleaning and
+CJK spacing, before lower-casing) that matches ``^\[unused\d+\]$`` and is in
+the vocab is kept whole, neither lower-cased, split on punctuation nor
+WordPiece-split; the usual way to add domain words to a released vocab. The
+original reads a global absl flag that its ``tokenization`` module defines on
+import; here it is an argument (the tools define the flag).
 """
 
 import collections
 import logging
 import os
+import re
 import unicodedata
+
+from typing import List, Sequence
 
 from bert_tf import errors
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+# What BERT needs: pretraining data also masks with [MASK].
 REQUIRED_TOKENS = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
+# What tokenizing and packing inputs needs (FullTokenizer's check): the
+# original's FullTokenizer accepts a vocab without [MASK].
+TOKENIZER_TOKENS = ("[UNK]", "[CLS]", "[SEP]")
+
+# The original's rule for a token kept whole by --preserve_unused_tokens.
+_UNUSED_TOKEN_RE = re.compile("^\\[unused\\d+\\]$")
 
 
 VocabError = errors.VocabError  # re-exported; defined in bert_tf.errors
@@ -85,22 +104,78 @@ def load_vocab(vocab_file):
   return vocab
 
 
-def check_vocab(vocab, vocab_file="<vocab>"):
-  """Checks that ``vocab`` holds every token BERT needs.
+def check_vocab(vocab, vocab_file="<vocab>",
+                required: Sequence[str] = REQUIRED_TOKENS) -> None:
+  """Checks that ``vocab`` holds the special tokens ``required``.
+
+  Args:
+    vocab: ``{token: id}`` (or any container of tokens).
+    vocab_file: the file's name, for the message.
+    required: default every token BERT needs (``[UNK] [CLS] [SEP] [MASK]``:
+      the pretraining data); :data:`TOKENIZER_TOKENS` for tokenizing alone.
 
   Raises:
     VocabError: naming ``vocab_file`` and the missing tokens among
-      ``[UNK] [CLS] [SEP] [MASK]``.
+      ``required``; the message also names any other missing BERT token
+      (``[MASK]``) and what needs it.
   """
-  missing = [t for t in REQUIRED_TOKENS if t not in vocab]
+  missing = [t for t in required if t not in vocab]
   if missing:
-    raise VocabError("vocab file %r lacks the required token(s) %s" %
-                     (vocab_file, " ".join(missing)))
+    also = [t for t in REQUIRED_TOKENS if t not in vocab and t not in missing]
+    raise VocabError("vocab file %r lacks the required token(s) %s%s" %
+                     (vocab_file, " ".join(missing),
+                      " (and %s, which pretraining needs)" % " ".join(also)
+                      if also else ""))
+
+
+def preserve_token(token: str, vocab, preserve_unused_tokens: bool) -> bool:
+  r"""True when ``token`` is kept whole by ``--preserve_unused_tokens``.
+
+  Source: original ``tokenization.preserve_token`` (google-research/bert
+  master, ``bert-tensorflow==1.0.4``), which reads the global flag
+  ``FLAGS.preserve_unused_tokens``; here the flag's value is an argument.
+
+  Args:
+    token: one whitespace-separated, cleaned word (``str``).
+    vocab: ``{token: id}`` (any container of tokens).
+    preserve_unused_tokens: the option; False -> always False.
+
+  Returns:
+    ``preserve_unused_tokens and token in vocab and`` ``token`` matches
+    ``^\[unused\d+\]$`` (Python ``re``: ``\d`` is any Unicode digit).
+  """
+  if not preserve_unused_tokens:
+    return False
+  if token not in vocab:
+    return False
+  return bool(_UNUSED_TOKEN_RE.search(token))
 
 
 def convert_by_vocab(vocab, items):
   """Maps each item through ``vocab`` (raises ``KeyError`` on a missing one)."""
   return [vocab[item] for item in items]
+
+
+def convert_tokens_to_ids(vocab, tokens: Sequence[str]) -> List[int]:
+  """Token strings -> ids through ``vocab`` (``{token: id}``).
+
+  Source: original ``tokenization.convert_tokens_to_ids``.
+
+  Raises:
+    KeyError: a token not in ``vocab``.
+  """
+  return convert_by_vocab(vocab, tokens)
+
+
+def convert_ids_to_tokens(inv_vocab, ids: Sequence[int]) -> List[str]:
+  """Ids -> token strings through ``inv_vocab`` (``{id: token}``).
+
+  Source: original ``tokenization.convert_ids_to_tokens``.
+
+  Raises:
+    KeyError: an id not in ``inv_vocab``.
+  """
+  return convert_by_vocab(inv_vocab, ids)
 
 
 def whitespace_tokenize(text):
@@ -114,31 +189,46 @@ def whitespace_tokenize(text):
 class FullTokenizer:
   """End-to-end tokenization: basic tokenization, then WordPiece.
 
-  Source: original ``tokenization.FullTokenizer``.
+  Source: original ``tokenization.FullTokenizer`` (google-research/bert
+  master; ``preserve_unused_tokens`` is its global ``--preserve_unused_tokens``
+  flag).
 
   Args:
     vocab_file: path of the vocab (see :func:`load_vocab`).
     do_lower_case: lower-case and strip accents (uncased models).
-    check_special_tokens: raise if ``[UNK] [CLS] [SEP] [MASK]`` are missing.
+    check_special_tokens: raise if ``[UNK] [CLS] [SEP]`` are missing
+      (:data:`TOKENIZER_TOKENS`; like the original, a vocab without
+      ``[MASK]`` is accepted: the pretraining-data code checks it itself).
+    preserve_unused_tokens: keep vocab entries ``[unusedN]`` whole (see
+      :func:`preserve_token`).
 
   Raises:
     VocabError: the vocab file is missing, unreadable, empty or incomplete.
   """
 
-  def __init__(self, vocab_file, do_lower_case=True, check_special_tokens=True):
+  def __init__(self, vocab_file, do_lower_case: bool = True,
+               check_special_tokens: bool = True,
+               preserve_unused_tokens: bool = False):
     self.vocab_file = vocab_file
     self.vocab = load_vocab(vocab_file)
     if check_special_tokens:
-      check_vocab(self.vocab, vocab_file)
+      check_vocab(self.vocab, vocab_file, TOKENIZER_TOKENS)
     self.inv_vocab = {v: k for k, v in self.vocab.items()}
     self.do_lower_case = do_lower_case
-    self.basic_tokenizer = BasicTokenizer(do_lower_case=do_lower_case)
+    self.preserve_unused_tokens = bool(preserve_unused_tokens)
+    self.basic_tokenizer = BasicTokenizer(
+        do_lower_case=do_lower_case, vocab=self.vocab,
+        preserve_unused_tokens=self.preserve_unused_tokens)
     self.wordpiece_tokenizer = WordpieceTokenizer(vocab=self.vocab)
 
-  def tokenize(self, text):
+  def tokenize(self, text) -> List[str]:
     """Returns the list of WordPiece token strings of ``text`` (str or bytes)."""
     split_tokens = []
+    preserve = self.preserve_unused_tokens
     for token in self.basic_tokenizer.tokenize(text):
+      if preserve_token(token, self.vocab, preserve):
+        split_tokens.append(token)
+        continue
       for sub_token in self.wordpiece_tokenizer.tokenize(token):
         split_tokens.append(sub_token)
     return split_tokens
@@ -155,20 +245,35 @@ class FullTokenizer:
 class BasicTokenizer:
   """Cleaning, CJK spacing, optional lower-casing, punctuation splitting.
 
-  Source: original ``tokenization.BasicTokenizer``.
+  Source: original ``tokenization.BasicTokenizer`` (google-research/bert
+  master: ``vocab`` and the ``--preserve_unused_tokens`` flag).
+
+  Args:
+    do_lower_case: lower-case and strip accents.
+    vocab: a container of tokens that ``preserve_unused_tokens`` may keep
+      whole (the original's ``vocab``, "tokens to not mutate").
+    preserve_unused_tokens: keep a word that :func:`preserve_token` accepts
+      as it is (no lower-casing, no punctuation splitting).
   """
 
-  def __init__(self, do_lower_case=True):
+  def __init__(self, do_lower_case: bool = True, vocab=(),
+               preserve_unused_tokens: bool = False):
     self.do_lower_case = do_lower_case
+    self.vocab = vocab
+    self.preserve_unused_tokens = bool(preserve_unused_tokens)
 
-  def tokenize(self, text):
+  def tokenize(self, text) -> List[str]:
     """Returns the list of basic tokens (``str``) of ``text``."""
     text = convert_to_unicode(text)
     text = self._clean_text(text)
     text = self._tokenize_chinese_chars(text)
     orig_tokens = whitespace_tokenize(text)
     split_tokens = []
+    preserve = self.preserve_unused_tokens
     for token in orig_tokens:
+      if preserve_token(token, self.vocab, preserve):
+        split_tokens.append(token)
+        continue
       if self.do_lower_case:
         token = token.lower()
         token = self._run_strip_accents(token)

@@ -44,6 +44,9 @@ flags.DEFINE_string("output_file", None,
                     "prefix of the shard files <output_file>-00000-of-0000N.")
 flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
 flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text.")
+flags.DEFINE_bool("preserve_unused_tokens", False,
+                  "If True, Wordpiece tokenization will not be applied to words in the vocab "
+                  "(the original's flag: vocab entries [unusedN] in the text stay whole).")
 flags.DEFINE_bool("do_whole_word_mask", False,
                   "Whether to use whole word masking rather than per-WordPiece masking "
                   "(faithful mode only).")
@@ -109,7 +112,8 @@ def main(argv):
           max_predictions_per_seq=FLAGS.max_predictions_per_seq,
           random_seed=FLAGS.random_seed, dupe_factor=FLAGS.dupe_factor,
           masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob,
-          progress=bar.update, timings=timings)
+          progress=bar.update, timings=timings,
+          preserve_unused_tokens=FLAGS.preserve_unused_tokens)
       bar.close()
       print("wrote %d instances from %d documents to %s (%.1fs; read+tokenize %.1fs, "
             "create %.1fs, write %.1fs; peak RSS %.0f MB)" %
@@ -132,7 +136,8 @@ def main(argv):
           dupe_factor=FLAGS.dupe_factor, short_seq_prob=FLAGS.short_seq_prob,
           masked_lm_prob=FLAGS.masked_lm_prob,
           max_predictions_per_seq=FLAGS.max_predictions_per_seq,
-          window_tokens=FLAGS.window_tokens, progress=bar.update)
+          window_tokens=FLAGS.window_tokens, progress=bar.update,
+          preserve_unused_tokens=FLAGS.preserve_unused_tokens)
       bar.close()
       print("wrote %d instances to %d shards %s (%.1fs; peak RSS: main %.0f MB, "
             "workers %s MB)" %

@@ -30,6 +30,9 @@ flags.DEFINE_string("output_file", None,
                     "written round-robin over them).")
 flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
 flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text.")
+flags.DEFINE_bool("preserve_unused_tokens", False,
+                  "If True, Wordpiece tokenization will not be applied to words in the vocab "
+                  "(the original's flag: vocab entries [unusedN] in the text stay whole).")
 flags.mark_flags_as_required(["input_file", "output_file", "vocab_file"])
 
 
@@ -48,7 +51,8 @@ def main(argv):
   try:
     num_docs, num_tokens, outputs = dynamic.write_documents(
         FLAGS.input_file, FLAGS.output_file, FLAGS.vocab_file,
-        do_lower_case=FLAGS.do_lower_case, progress=progress)
+        do_lower_case=FLAGS.do_lower_case, progress=progress,
+        preserve_unused_tokens=FLAGS.preserve_unused_tokens)
   except errors.BertTfError as e:
     _startup.fail("create_pretraining_documents", e)
   if last[0]:

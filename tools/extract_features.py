@@ -57,6 +57,9 @@ flags.DEFINE_string("vocab_file", None, "The vocabulary file the model was train
                     "on (default: vocab.txt of a Hugging Face --init_checkpoint or "
                     "beside the config).")
 flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (uncased models).")
+flags.DEFINE_bool("preserve_unused_tokens", False,
+                  "If True, Wordpiece tokenization will not be applied to words in the vocab "
+                  "(the original's flag: vocab entries [unusedN] in the text stay whole).")
 flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.")
 flags.DEFINE_bool("use_tpu", False, "Accepted for compatibility; ignored.")
 flags.DEFINE_string("master", None, "Accepted for compatibility; ignored.")
@@ -85,13 +88,15 @@ def main(argv):
     extractor = feature_extraction.FeatureExtractor.from_checkpoint(
         FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file,
         do_lower_case=FLAGS.do_lower_case, max_seq_length=FLAGS.max_seq_length,
-        layers=FLAGS.layers, batch_size=FLAGS.batch_size)
+        layers=FLAGS.layers, batch_size=FLAGS.batch_size,
+        preserve_unused_tokens=FLAGS.preserve_unused_tokens)
     if FLAGS.input_file:
       extractor.write_json(FLAGS.input_file, FLAGS.output_file)
     if FLAGS.export_dir:
       path = export.export_encoder_all_layers(
           extractor.encoder, FLAGS.export_dir, vocab_file=extractor.vocab_file,
-          do_lower_case=FLAGS.do_lower_case, max_seq_length=FLAGS.max_seq_length)
+          do_lower_case=FLAGS.do_lower_case, max_seq_length=FLAGS.max_seq_length,
+          preserve_unused_tokens=FLAGS.preserve_unused_tokens)
       print("%s: SavedModel written to %s" % (TOOL, path))
   except _common.REPORTED as e:
     _common.fail(TOOL, e)

@@ -59,6 +59,7 @@ class ClassifierParams:
   bert_config_file: Optional[str] = field(None, "bert_config.json of the pretrained model.")
   init_checkpoint: Optional[str] = field(None, "Initial weights: ours, original TF1, or a Hugging Face directory.")
   do_lower_case: bool = field(True, "Whether to lower case the input text.")
+  preserve_unused_tokens: bool = field(False, "Keep vocab entries [unusedN] that stand alone in the text as whole tokens (the original's --preserve_unused_tokens; the usual way to add domain words to a vocab).")
   max_seq_length: int = field(128, "Maximum total input length in WordPiece tokens.")
   train_batch_size: int = field(32, "Total batch size for training.")
   eval_batch_size: int = field(8, "Batch size for eval.")
@@ -271,6 +272,7 @@ def _write_run_files(params, task, config, vocab_file):
       os.path.join(params.output_dir, RUN_CONFIG),
       json.dumps({"task_name": task.name, "labels": list(task.labels),
                   "do_lower_case": params.do_lower_case,
+                  "preserve_unused_tokens": params.preserve_unused_tokens,
                   "max_seq_length": params.max_seq_length,
                   "is_regression": task.is_regression,
                   "is_pair": task.is_pair}, indent=2) + "\n")
@@ -323,7 +325,8 @@ class ClassificationTask(base.Task):
           (params.max_seq_length, config.max_position_embeddings),
           argument="max_seq_length")
     self.preprocessor = preprocessing.BertPreprocessor(
-        vocab_file, params.do_lower_case, params.max_seq_length)
+        vocab_file, params.do_lower_case, params.max_seq_length,
+        preserve_unused_tokens=params.preserve_unused_tokens)
     if self.preprocessor.vocab_size > config.vocab_size:
       raise errors.VocabError(
           "vocab %r has %d tokens but the BERT config's vocab_size is %d" %

@@ -103,6 +103,8 @@ class FeatureExtractor:
     layers: layer indexes (``"-1,-2,-3,-4"`` or ints), Python indexing over
       the L blocks' outputs (-1 = last block = ``sequence_output``).
     batch_size: examples per encoder call.
+    preserve_unused_tokens: the original's ``--preserve_unused_tokens``
+      (vocab entries ``[unusedN]`` in the text stay whole tokens).
 
   Raises:
     ParamsError: bad ``layers``, ``max_seq_length`` or ``batch_size``.
@@ -111,7 +113,7 @@ class FeatureExtractor:
 
   def __init__(self, encoder, vocab_file: str, do_lower_case: bool = True,
                max_seq_length: int = 128, layers: "str | Sequence[int]" = "-1,-2,-3,-4",
-               batch_size: int = 32):
+               batch_size: int = 32, preserve_unused_tokens: bool = False):
     config = encoder.config
     self.encoder = encoder
     self.layer_indexes = extract.parse_layers(layers, config.num_hidden_layers)
@@ -125,7 +127,10 @@ class FeatureExtractor:
     self.max_seq_length = int(max_seq_length)
     self.batch_size = int(batch_size)
     self.vocab_file = vocab_file
-    self.tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
+    self.preserve_unused_tokens = bool(preserve_unused_tokens)
+    self.tokenizer = tokenization.FullTokenizer(
+        vocab_file, do_lower_case=do_lower_case,
+        preserve_unused_tokens=self.preserve_unused_tokens)
     positions = [i % config.num_hidden_layers for i in self.layer_indexes]
     spec = tf.TensorSpec([None, None], tf.int32)
 
@@ -231,7 +236,8 @@ def extract_features(input_file: str, output_file: str, init_checkpoint: str,
                      bert_config_file: Optional[str] = None,
                      vocab_file: Optional[str] = None, layers="-1,-2,-3,-4",
                      max_seq_length: int = 128, batch_size: int = 32,
-                     do_lower_case: bool = True) -> int:
+                     do_lower_case: bool = True,
+                     preserve_unused_tokens: bool = False) -> int:
   """The whole ``extract_features.py`` job: load, extract, write JSON lines.
 
   Returns:
@@ -244,7 +250,8 @@ def extract_features(input_file: str, output_file: str, init_checkpoint: str,
   start = time.time()
   extractor = FeatureExtractor.from_checkpoint(
       init_checkpoint, bert_config_file, vocab_file, do_lower_case=do_lower_case,
-      max_seq_length=max_seq_length, layers=layers, batch_size=batch_size)
+      max_seq_length=max_seq_length, layers=layers, batch_size=batch_size,
+      preserve_unused_tokens=preserve_unused_tokens)
   n = extractor.write_json(input_file, output_file)
   logging.info("extract_features: %d lines in %.1f s -> %s", n, time.time() - start,
                output_file)

@@ -10,8 +10,12 @@ Data is the original's, in Python (:mod:`bert_tf.data.squad`, TF-free):
 windows of ``max_seq_length`` tokens) -> here a ``tf.data`` pipeline over the
 feature arrays. Training examples are shuffled first with
 ``random.Random(seed)`` (the original's ``random.Random(12345)`` at the
-default seed) and the step count is the original's ``int(len(examples) /
-train_batch_size * num_train_epochs)``. The loss is the original's mean of
+default seed) and the step count is by default the original's
+``int(len(examples) / train_batch_size * num_train_epochs)``: epochs over
+questions, so one "epoch" trains on fewer windows than there are (a long
+context has several); ``epochs_over="features"`` counts them over the windows
+as Hugging Face's ``Trainer`` does (:func:`num_train_steps`). The task logs
+``N steps = M of K windows per epoch``. The loss is the original's mean of
 the start and end cross-entropies (:func:`bert_tf.modeling.models.span_loss`).
 Prediction runs the model over the predict features in fixed-shape batches
 of ``predict_batch_size`` (the last one padded), then the original's
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import random
 import shutil
@@ -53,6 +58,7 @@ PREDICTIONS_FILE = "predictions.json"
 NBEST_FILE = "nbest_predictions.json"
 NULL_ODDS_FILE = "null_odds.json"
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
+EPOCHS_OVER = ("examples", "features")
 
 
 @dataclasses.dataclass
@@ -75,6 +81,7 @@ class SquadParams:
   do_train: bool = field(False, "Whether to run training.")
   do_predict: bool = field(False, "Whether to run prediction on --predict_file (and its official metrics when it has answers).")
   do_lower_case: bool = field(True, "Whether to lower case the input text. Should be True for uncased models and False for cased models.")
+  preserve_unused_tokens: bool = field(False, "Keep vocab entries [unusedN] that stand alone in the text as whole tokens (the original's --preserve_unused_tokens; the usual way to add domain words to a vocab).")
   max_seq_length: int = field(384, "The maximum total input sequence length after WordPiece tokenization.")
   doc_stride: int = field(128, "When splitting up a long document into chunks, how much stride to take between chunks.")
   max_query_length: int = field(64, "The maximum number of tokens for the question; longer questions are truncated.")
@@ -82,6 +89,7 @@ class SquadParams:
   predict_batch_size: int = field(8, "Total batch size for predictions.")
   learning_rate: float = field(5e-5, "The initial learning rate for Adam.")
   num_train_epochs: float = field(3.0, "Total number of training epochs to perform.")
+  epochs_over: str = field("examples", "What --num_train_epochs counts: 'examples' (the original: int(questions / train_batch_size * epochs) steps, so an epoch trains on fewer windows than a long context makes) or 'features' (Hugging Face's Trainer: ceil(epochs * ceil(windows / train_batch_size)) steps, every window once per epoch).", choices=EPOCHS_OVER)
   warmup_proportion: float = field(0.1, "Proportion of training to perform linear learning rate warmup for.")
   save_checkpoints_steps: int = field(1000, "How often to save the model checkpoint.")
   iterations_per_loop: int = field(1000, "Steps per loop (and per progress line).")
@@ -99,6 +107,56 @@ class SquadParams:
   dtype: str = field("float32", "Compute dtype policy.", choices=("float32", "mixed_bfloat16", "mixed_float16"))
   deterministic: bool = field(False, "Enable TensorFlow op determinism (bit-identical reruns and resumes).")
   keep_best: bool = field(False, "Keep the model of the best evaluation in OUTPUT_DIR/best/ (evaluation runs once, after training).")
+
+
+def num_train_steps(num_examples: int, num_features: int, batch_size: int,
+                    num_epochs: float, epochs_over: str = "examples") -> int:
+  """Training steps for ``num_epochs`` epochs of SQuAD.
+
+  Args:
+    num_examples: training questions (``SquadExample``s).
+    num_features: their doc-stride windows (``InputFeatures``), >= examples.
+    batch_size: the global training batch.
+    num_epochs: ``--num_train_epochs`` (may be fractional).
+    epochs_over: ``"examples"``: the original ``run_squad.py``,
+      ``int(num_examples / batch_size * num_epochs)``; ``"features"``:
+      Hugging Face ``Trainer`` (``run_qa.py`` trains on the windows):
+      ``len(train_dataloader) = ceil(num_features / batch_size)`` batches per
+      epoch (``drop_last=False``), ``max_steps = ceil(num_epochs *
+      len(train_dataloader))``.
+
+  Returns:
+    the step count, at least 1 (int).
+
+  Raises:
+    errors.ParamsError: ``epochs_over`` is neither.
+  """
+  if epochs_over == "examples":
+    return max(1, int(num_examples / batch_size * num_epochs))
+  if epochs_over == "features":
+    per_epoch = max(1, math.ceil(num_features / batch_size))
+    return max(1, math.ceil(num_epochs * per_epoch))
+  raise errors.ParamsError("epochs_over must be one of %s, got %r"
+                           % (", ".join(EPOCHS_OVER), epochs_over), argument="epochs_over")
+
+
+def steps_summary(num_steps: int, num_examples: int, num_features: int,
+                  batch_size: int, num_epochs: float, epochs_over: str) -> str:
+  """The log line ``"N steps = M of K windows per epoch (...)"``.
+
+  ``M = min(K, round(N * batch_size / num_epochs))``: the windows that one
+  epoch's share of the steps trains on (the input is one reshuffled stream
+  of the K windows).
+  """
+  seen = num_steps * batch_size / num_epochs if num_epochs > 0 else num_steps * batch_size
+  per_epoch = min(num_features, int(round(seen)))
+  if epochs_over == "features":
+    rule = "ceil(%g * ceil(%d windows / %d))" % (num_epochs, num_features, batch_size)
+  else:
+    rule = "int(%d questions / %d * %g)" % (num_examples, batch_size, num_epochs)
+  return ("SQuAD training: %d steps = %d of %d windows per epoch (--epochs_over=%s: "
+          "%s; %d questions)" % (num_steps, per_epoch, num_features, epochs_over, rule,
+                                 num_examples))
 
 
 def _existing(path, argument):
@@ -310,6 +368,10 @@ class QuestionAnsweringTask(base.Task):
     if do_predict and not p.predict_file:
       raise errors.ParamsError("predict_file is required with --do_predict",
                                argument="predict_file")
+    if p.epochs_over not in EPOCHS_OVER:
+      raise errors.ParamsError("epochs_over must be one of %s, got %r"
+                               % (", ".join(EPOCHS_OVER), p.epochs_over),
+                               argument="epochs_over")
     for name in ("train_batch_size", "predict_batch_size", "n_best_size",
                  "max_answer_length"):
       if getattr(p, name) <= 0:
@@ -322,7 +384,8 @@ class QuestionAnsweringTask(base.Task):
           "trained up to sequence length %d (max_position_embeddings)" %
           (p.max_seq_length, config.max_position_embeddings),
           argument="max_seq_length")
-    self.tokenizer = tokenization.FullTokenizer(vocab_file, p.do_lower_case)
+    self.tokenizer = tokenization.FullTokenizer(
+        vocab_file, p.do_lower_case, preserve_unused_tokens=p.preserve_unused_tokens)
     if len(self.tokenizer.vocab) > config.vocab_size:
       raise errors.VocabError(
           "vocab %r has %d tokens but the BERT config's vocab_size is %d" %
@@ -345,8 +408,13 @@ class QuestionAnsweringTask(base.Task):
       self.train_examples = examples
       self.num_train_features = len(features)
       self.train_arrays = features_to_arrays(features, with_positions=True)
-      self.num_train_steps = max(1, int(len(examples) / p.train_batch_size *
-                                        p.num_train_epochs))
+      self.num_train_steps = num_train_steps(
+          len(examples), len(features), p.train_batch_size, p.num_train_epochs,
+          p.epochs_over)
+      self.steps_summary = steps_summary(
+          self.num_train_steps, len(examples), len(features), p.train_batch_size,
+          p.num_train_epochs, p.epochs_over)
+      logging.info("%s", self.steps_summary)
     self.predict_examples, self.predict_features = [], []
     self.predict_arrays = None
     self.has_answers = False
@@ -401,6 +469,7 @@ class QuestionAnsweringTask(base.Task):
     windowing / answer settings (the values of ``squad_config.json``)."""
     p = self.params
     return {"vocab_file": self.vocab_file, "do_lower_case": p.do_lower_case,
+            "preserve_unused_tokens": p.preserve_unused_tokens,
             "max_seq_length": p.max_seq_length, "doc_stride": p.doc_stride,
             "max_query_length": p.max_query_length, "n_best_size": p.n_best_size,
             "max_answer_length": p.max_answer_length,

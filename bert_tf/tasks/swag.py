@@ -71,6 +71,7 @@ class SwagParams:
   bert_config_file: Optional[str] = field(None, "bert_config.json of the pretrained model (default: a Hugging Face --init_checkpoint's config.json).")
   init_checkpoint: Optional[str] = field(None, "Initial weights: ours, an original TF1 checkpoint, or a Hugging Face BERT / BertForMultipleChoice directory.")
   do_lower_case: bool = field(True, "Whether to lower case the input text.")
+  preserve_unused_tokens: bool = field(False, "Keep vocab entries [unusedN] that stand alone in the text as whole tokens (the original's --preserve_unused_tokens; the usual way to add domain words to a vocab).")
   max_seq_length: int = field(128, "Maximum length of each [CLS] context [SEP] ending [SEP] sequence in WordPiece tokens.")
   do_train: bool = field(False, "Whether to fine-tune on --train_file.")
   do_eval: bool = field(False, "Whether to score --dev_file (after every epoch when training).")
@@ -290,8 +291,9 @@ class MultipleChoiceTask(base.Task):
       raise errors.ParamsError(
           "--max_seq_length %d exceeds max_position_embeddings %d" %
           (p.max_seq_length, config.max_position_embeddings), argument="max_seq_length")
-    self.preprocessor = preprocessing.BertPreprocessor(vocab_file, p.do_lower_case,
-                                                       p.max_seq_length)
+    self.preprocessor = preprocessing.BertPreprocessor(
+        vocab_file, p.do_lower_case, p.max_seq_length,
+        preserve_unused_tokens=p.preserve_unused_tokens)
     if self.preprocessor.vocab_size > config.vocab_size:
       raise errors.VocabError(
           "vocab %r has %d tokens but the BERT config's vocab_size is %d" %
@@ -374,6 +376,7 @@ class MultipleChoiceTask(base.Task):
         os.path.join(output_dir, RUN_CONFIG),
         json.dumps({"task": "swag", "num_choices": self.num_choices,
                     "do_lower_case": self.params.do_lower_case,
+                    "preserve_unused_tokens": self.params.preserve_unused_tokens,
                     "max_seq_length": self.params.max_seq_length}, indent=2) + "\n")
 
   # --- training ----------------------------------------------------------

@@ -72,6 +72,7 @@ class NerParams:
   bert_config_file: Optional[str] = field(None, "bert_config.json of the pretrained model (default: a Hugging Face --init_checkpoint's config.json).")
   init_checkpoint: Optional[str] = field(None, "Initial weights: ours, an original TF1 checkpoint, or a Hugging Face BERT / BertForTokenClassification directory.")
   do_lower_case: bool = field(True, "Whether to lower case the input text.")
+  preserve_unused_tokens: bool = field(False, "Keep vocab entries [unusedN] that stand alone in the text as whole tokens (the original's --preserve_unused_tokens; the usual way to add domain words to a vocab).")
   max_seq_length: int = field(128, "Window width in WordPiece tokens ([CLS] + up to max_seq_length-2 pieces + [SEP]); longer sentences are split into windows.")
   doc_stride: int = field(64, "Pieces between the starts of the windows of a long sentence.")
   do_train: bool = field(False, "Whether to fine-tune on --train_file.")
@@ -195,8 +196,9 @@ class TokenTaggingTask(base.Task):
       raise errors.ParamsError(
           "--max_seq_length %d exceeds max_position_embeddings %d" %
           (p.max_seq_length, config.max_position_embeddings), argument="max_seq_length")
-    self.preprocessor = preprocessing.BertPreprocessor(vocab_file, p.do_lower_case,
-                                                       p.max_seq_length)
+    self.preprocessor = preprocessing.BertPreprocessor(
+        vocab_file, p.do_lower_case, p.max_seq_length,
+        preserve_unused_tokens=p.preserve_unused_tokens)
     if self.preprocessor.vocab_size > config.vocab_size:
       raise errors.VocabError(
           "vocab %r has %d tokens but the BERT config's vocab_size is %d" %
@@ -281,6 +283,7 @@ class TokenTaggingTask(base.Task):
         os.path.join(output_dir, RUN_CONFIG),
         json.dumps({"task": "ner", "labels": self.labels,
                     "do_lower_case": self.params.do_lower_case,
+                    "preserve_unused_tokens": self.params.preserve_unused_tokens,
                     "max_seq_length": self.params.max_seq_length,
                     "doc_stride": self.params.doc_stride}, indent=2) + "\n")
 

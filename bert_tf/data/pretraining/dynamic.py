@@ -120,7 +120,8 @@ def document_to_example(document: List[List[int]]) -> bytes:
 
 def write_documents(input_file: str, output_file: str, vocab_file: str,
                     do_lower_case: bool = True,
-                    progress: Optional[Callable[[int, int], None]] = None
+                    progress: Optional[Callable[[int, int], None]] = None,
+                    preserve_unused_tokens: bool = False
                     ) -> Tuple[int, int, List[str]]:
   """Tokenizes a corpus once into TFRecords of documents (stage 1).
 
@@ -133,6 +134,8 @@ def write_documents(input_file: str, output_file: str, vocab_file: str,
     vocab_file: WordPiece vocab (one token per line).
     do_lower_case: lower-case and strip accents (uncased vocab).
     progress: optional callable ``(documents_written, tokens_written)``.
+    preserve_unused_tokens: the original's ``--preserve_unused_tokens``
+      (vocab entries ``[unusedN]`` in the text stay whole tokens).
 
   Returns:
     ``(num_documents, num_tokens, output_files)``.
@@ -140,9 +143,12 @@ def write_documents(input_file: str, output_file: str, vocab_file: str,
   Raises:
     InputError: empty/unmatched glob, unreadable input, no document in the
       corpus, empty ``output_file``.
-    tokenization.VocabError: bad vocab file.
+    tokenization.VocabError: bad vocab file (or one without ``[UNK] [CLS]
+      [SEP] [MASK]``, which dynamic masking needs).
   """
-  tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case)
+  tokenizer = tokenization.FullTokenizer(
+      vocab_file, do_lower_case, preserve_unused_tokens=preserve_unused_tokens)
+  tokenization.check_vocab(tokenizer.vocab, vocab_file)  # masking needs [MASK]
   tokenization.warn_if_case_mismatch(tokenizer.vocab, do_lower_case, vocab_file)
   memo = tokens.MemoTokenizer(tokenizer)
   input_files = documents.expand_input_files(input_file)

@@ -303,7 +303,8 @@ def create_pretraining_data(input_file: str, output_file: str, vocab_file: str,
                             random_seed: int = 12345, dupe_factor: int = 10,
                             masked_lm_prob: float = 0.15, short_seq_prob: float = 0.1,
                             progress: Optional[Callable[[int, int], None]] = None,
-                            timings: Optional[dict] = None) -> Tuple[int, int, List[str]]:
+                            timings: Optional[dict] = None,
+                            preserve_unused_tokens: bool = False) -> Tuple[int, int, List[str]]:
   """The whole faithful pipeline: read, tokenize, create, write.
 
   Source: the original's ``main``. Args mirror its flags; ``input_file`` is
@@ -316,12 +317,15 @@ def create_pretraining_data(input_file: str, output_file: str, vocab_file: str,
     progress: optional callable ``(done_documents, total_documents)``.
     timings: optional dict; receives seconds spent in ``read_tokenize``,
       ``create`` and ``write``.
+    preserve_unused_tokens: the original's ``--preserve_unused_tokens``
+      (vocab entries ``[unusedN]`` in the text stay whole tokens).
 
   Returns:
     ``(num_documents, num_instances, output_files)``.
 
   Raises:
-    InputError / tokenization.VocabError: bad files or flags, naming them.
+    InputError / tokenization.VocabError: bad files or flags, naming them
+      (a vocab without ``[UNK] [CLS] [SEP] [MASK]``, which the records need).
   """
   if max_predictions_per_seq < 1:
     raise InputError("--max_predictions_per_seq must be >= 1")
@@ -329,7 +333,9 @@ def create_pretraining_data(input_file: str, output_file: str, vocab_file: str,
     raise InputError("--masked_lm_prob must be in (0, 1)")
   if dupe_factor < 1:
     raise InputError("--dupe_factor must be >= 1")
-  tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case)
+  tokenizer = tokenization.FullTokenizer(
+      vocab_file, do_lower_case, preserve_unused_tokens=preserve_unused_tokens)
+  tokenization.check_vocab(tokenizer.vocab, vocab_file)  # masking needs [MASK]
   tokenization.warn_if_case_mismatch(tokenizer.vocab, do_lower_case, vocab_file)
   input_files = documents_lib.expand_input_files(input_file, directory_order=True)
   output_files = [p.strip() for p in output_file.split(",") if p.strip()]

@@ -427,7 +427,8 @@ def create_sharded(input_files: Sequence[str], output_file: str, vocab_file: str
                    max_seq_length: int = 128, dupe_factor: int = 10,
                    short_seq_prob: float = 0.1, masked_lm_prob: float = 0.15,
                    max_predictions_per_seq: int = 20, window_tokens: int = 250_000,
-                   progress: Optional[Callable[[int, int], None]] = None) -> dict:
+                   progress: Optional[Callable[[int, int], None]] = None,
+                   preserve_unused_tokens: bool = False) -> dict:
   """Sharded mode: writes ``num_shards`` TFRecord shards with ``num_workers`` processes.
 
   Args:
@@ -439,6 +440,8 @@ def create_sharded(input_files: Sequence[str], output_file: str, vocab_file: str
     num_shards: default ``num_workers``.
     window_tokens: tokens per window (memory bound; random-next pool).
     progress: optional callable ``(bytes_done, bytes_total)``.
+    preserve_unused_tokens: the original's ``--preserve_unused_tokens``
+      (vocab entries ``[unusedN]`` in the text stay whole tokens).
     Other args: as the original's flags.
 
   Returns:
@@ -449,6 +452,8 @@ def create_sharded(input_files: Sequence[str], output_file: str, vocab_file: str
   Raises:
     InputError: bad flags, unreadable input, or a failed worker (message
       names the worker's exception); no output file is left behind.
+    tokenization.VocabError: a bad vocab (one without ``[UNK] [CLS] [SEP]
+      [MASK]``, which the records need).
 
   Workers are forked when this process has not imported TensorFlow (as
   ``tools/create_pretraining_data.py`` in this mode), and ``spawn``-ed
@@ -470,8 +475,10 @@ def create_sharded(input_files: Sequence[str], output_file: str, vocab_file: str
   if window_tokens < 1:
     raise InputError("--window_tokens must be >= 1")
   # Vocab errors surface here, in this process; the workers share the result.
-  tok = tokens_lib.MemoTokenizer(tokenization.FullTokenizer(vocab_file, do_lower_case),
-                                 max_cache_words=500_000)
+  full = tokenization.FullTokenizer(vocab_file, do_lower_case,
+                                    preserve_unused_tokens=preserve_unused_tokens)
+  tokenization.check_vocab(full.vocab, vocab_file)  # masking needs [MASK]
+  tok = tokens_lib.MemoTokenizer(full, max_cache_words=500_000)
   max_id = _max_vocab_id(tok.vocab, vocab_file)
   encoder = records_lib.RecordEncoder(max_id, max_seq_length, max_predictions_per_seq)
   for p in input_files:

@@ -8,7 +8,9 @@ each character independently, and every later step (lower-casing, accent
 stripping, punctuation splitting, WordPiece) works on one
 whitespace-separated word at a time, so ``tokenize(line)`` is the
 concatenation of ``tokenize(word)`` over the words of the cleaned line: the
-cache is exact, not an approximation.
+cache is exact, not an approximation. The original's
+``--preserve_unused_tokens`` (the tokenizer's ``preserve_unused_tokens``)
+decides per whitespace-separated word too, so it is cached the same way.
 
 TF-free: the pretraining-data worker processes load it.
 """
@@ -76,6 +78,7 @@ class MemoTokenizer:
     self._tokens = {}
     self._ids = {}
     self._max_cache_words = max_cache_words
+    self._preserve = full_tokenizer.preserve_unused_tokens
     self._prefill_ids()
 
   def _prefill_ids(self):
@@ -105,9 +108,13 @@ class MemoTokenizer:
     done by the translate table; NFD accent stripping is the identity on
     ASCII) and split punctuation with a regex over the original's ASCII
     punctuation set; every other word goes through the reference tokenizer.
+    A word that ``preserve_unused_tokens`` keeps (``[unusedN]`` in the vocab)
+    is its own token.
     """
     if not word.isascii():
       return self.full_tokenizer.tokenize(word)
+    if tokenization.preserve_token(word, self.vocab, self._preserve):
+      return [word]
     if self.full_tokenizer.do_lower_case:
       word = word.lower()
     wordpiece = self.full_tokenizer.wordpiece_tokenizer

@@ -1,4 +1,4 @@
-"""Creates masked-LM / next-sentence TFRecords from raw text.
+r"""Creates masked-LM / next-sentence TFRecords from raw text.
 
 Same flags and output as google-research/bert ``create_pretraining_data.py``:
 one sentence per line, a blank line between documents; records hold
@@ -23,30 +23,24 @@ A progress bar (tqdm) goes to stderr when it is a terminal (``--noprogress``
 turns it off).
 """
 
-import sys
 import time
 
 from bert_tf.tools import _startup
 _startup.setup(tensorflow=False)
 
-from absl import app
 from absl import flags
 
 from bert_tf import errors
+from bert_tf.tools import _text_input
 from bert_tf.data.pretraining import documents
 from bert_tf.data.pretraining import faithful
 from bert_tf.data.pretraining import sharded
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("input_file", None, "Input raw text file (or comma-separated list of globs).")
-flags.DEFINE_string("output_file", None,
-                    "Output TFRecord file (or comma-separated list); in scalable mode the "
-                    "prefix of the shard files <output_file>-00000-of-0000N.")
-flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
-flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text.")
-flags.DEFINE_bool("preserve_unused_tokens", False,
-                  "If True, Wordpiece tokenization will not be applied to words in the vocab "
-                  "(the original's flag: vocab entries [unusedN] in the text stay whole).")
+_text_input.define_text_input_flags(
+    "Output TFRecord file (or comma-separated list); in scalable mode the "
+    "prefix of the shard files <output_file>-00000-of-0000N.")
+flags.adopt_module_key_flags(_text_input)
 flags.DEFINE_bool("do_whole_word_mask", False,
                   "Whether to use whole word masking rather than per-WordPiece masking "
                   "(faithful mode only).")
@@ -63,34 +57,6 @@ flags.DEFINE_integer("num_shards", None, "Scalable mode: number of output shards
 flags.DEFINE_integer("window_tokens", 250000,
                      "Scalable mode: tokens per window of documents (bounds memory; "
                      "random-next segments come from the same window).")
-flags.DEFINE_bool("progress", True, "Show a progress bar on stderr when it is a terminal.")
-flags.mark_flags_as_required(["input_file", "output_file", "vocab_file"])
-
-
-class _ProgressBar:
-  """A tqdm bar on stderr, made on the first update (off when ``--noprogress``
-  or when stderr is not a terminal)."""
-
-  def __init__(self, desc, unit):
-    self.desc, self.unit, self.bar = desc, unit, None
-    self.enabled = FLAGS.progress and sys.stderr.isatty()
-
-  def update(self, done, total):
-    if not self.enabled:
-      return
-    if self.bar is None:
-      try:
-        from tqdm import tqdm  # pylint: disable=g-import-not-at-top
-      except ImportError:
-        self.enabled = False
-        return
-      self.bar = tqdm(total=total, desc=self.desc, unit=self.unit, unit_scale=True,
-                      file=sys.stderr, leave=True)
-    self.bar.update(done - self.bar.n)
-
-  def close(self):
-    if self.bar is not None:
-      self.bar.close()
 
 
 def main(argv):
@@ -102,7 +68,7 @@ def main(argv):
     if FLAGS.num_workers == 0:
       if FLAGS.num_shards is not None:
         raise errors.InputError("--num_shards needs --num_workers >= 1")
-      bar = _ProgressBar("creating instances", "doc")
+      bar = _text_input.ProgressBar("creating instances", "doc")
       timings = {}
       num_docs, num_instances, outputs = faithful.create_pretraining_data(
           FLAGS.input_file, FLAGS.output_file, FLAGS.vocab_file,
@@ -127,7 +93,7 @@ def main(argv):
       if "," in FLAGS.output_file:
         raise errors.InputError(
             "--output_file must be one prefix in scalable mode, got %r" % FLAGS.output_file)
-      bar = _ProgressBar("reading input (all shards)", "B")
+      bar = _text_input.ProgressBar("reading input (all shards)", "B")
       stats = sharded.create_sharded(
           documents.expand_input_files(FLAGS.input_file), FLAGS.output_file,
           FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
@@ -150,7 +116,7 @@ def main(argv):
 
 def run():
   """Console-script entry point."""
-  app.run(main)
+  _startup.run_app(main, __name__)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Extracts fixed contextual features (hidden states) of every token.
+r"""Extracts fixed contextual features (hidden states) of every token.
 
 Flags and output follow google-research/bert ``extract_features.py`` (paper
 section 5.3): ``--input_file`` holds one example per line, ``text_a`` or
@@ -25,11 +25,11 @@ in, every layer's hidden states out (:func:`bert_tf.export.export_encoder_all_la
 """
 
 import sys
+import time
 
 from bert_tf.tools import _startup
 _startup.setup(tensorflow=True)
 
-from absl import app
 from absl import flags
 import tensorflow as tf
 
@@ -91,7 +91,12 @@ def main(argv):
         layers=FLAGS.layers, batch_size=FLAGS.batch_size,
         preserve_unused_tokens=FLAGS.preserve_unused_tokens)
     if FLAGS.input_file:
-      extractor.write_json(FLAGS.input_file, FLAGS.output_file)
+      start = time.monotonic()
+      n = extractor.write_json(FLAGS.input_file, FLAGS.output_file)
+      print("%s: wrote %d examples x %d layers (%s) to %s in %.1fs" % (
+          TOOL, n, len(extractor.layer_indexes),
+          ",".join(str(i) for i in extractor.layer_indexes), FLAGS.output_file,
+          time.monotonic() - start))
     if FLAGS.export_dir:
       path = export.export_encoder_all_layers(
           extractor.encoder, FLAGS.export_dir, vocab_file=extractor.vocab_file,
@@ -104,7 +109,7 @@ def main(argv):
 
 def run():
   """Console-script entry point."""
-  app.run(main)
+  _startup.run_app(main, __name__)
 
 
 if __name__ == "__main__":

@@ -327,11 +327,7 @@ class ClassificationTask(base.Task):
     self.preprocessor = preprocessing.BertPreprocessor(
         vocab_file, params.do_lower_case, params.max_seq_length,
         preserve_unused_tokens=params.preserve_unused_tokens)
-    if self.preprocessor.vocab_size > config.vocab_size:
-      raise errors.VocabError(
-          "vocab %r has %d tokens but the BERT config's vocab_size is %d" %
-          (vocab_file, self.preprocessor.vocab_size, config.vocab_size),
-          argument="vocab_file")
+    config_lib.check_vocab_size(self.preprocessor.vocab_size, config, vocab_file)
     self.train = None
     if data_task.labels is None and not do_train:
       data_task = _labels_from_run_config(data_task, params.output_dir) or data_task

@@ -88,6 +88,7 @@ def resolve_config_and_vocab(init_checkpoint: str, bert_config_file: Optional[st
     else:
       raise errors.VocabError("vocab_file is required unless init_checkpoint is a "
                               "Hugging Face BERT directory", argument="vocab_file")
+  config_lib.check_vocab_size(len(tokenization.load_vocab(vocab_file)), config, vocab_file)
   return config, vocab_file
 
 

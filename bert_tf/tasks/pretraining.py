@@ -168,13 +168,8 @@ def check_inputs(config, params, batch_records=None):
                      "the BERT config" % (params.max_seq_length,
                                           config.max_position_embeddings))
   if params.vocab_file:
-    n = vocab_size_of(params.vocab_file)
-    if n > config.vocab_size:
-      raise ValueError(
-          "vocab file %r has %d tokens but the BERT config's vocab_size is %d: "
-          "ids >= %d would index past the embedding table (the original "
-          "silently trains on NaNs); fix vocab_size in the config"
-          % (params.vocab_file, n, config.vocab_size, config.vocab_size))
+    config_lib.check_vocab_size(vocab_size_of(params.vocab_file), config,
+                                params.vocab_file)
   if params.num_accumulation_steps < 1:
     raise ValueError("--num_accumulation_steps must be >= 1, got %d"
                      % params.num_accumulation_steps)

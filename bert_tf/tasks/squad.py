@@ -386,11 +386,7 @@ class QuestionAnsweringTask(base.Task):
           argument="max_seq_length")
     self.tokenizer = tokenization.FullTokenizer(
         vocab_file, p.do_lower_case, preserve_unused_tokens=p.preserve_unused_tokens)
-    if len(self.tokenizer.vocab) > config.vocab_size:
-      raise errors.VocabError(
-          "vocab %r has %d tokens but the BERT config's vocab_size is %d" %
-          (vocab_file, len(self.tokenizer.vocab), config.vocab_size),
-          argument="vocab_file")
+    config_lib.check_vocab_size(len(self.tokenizer.vocab), config, vocab_file)
     self.config = config
     self.vocab_file = vocab_file
     self.train_batch_size = p.train_batch_size

@@ -294,11 +294,7 @@ class MultipleChoiceTask(base.Task):
     self.preprocessor = preprocessing.BertPreprocessor(
         vocab_file, p.do_lower_case, p.max_seq_length,
         preserve_unused_tokens=p.preserve_unused_tokens)
-    if self.preprocessor.vocab_size > config.vocab_size:
-      raise errors.VocabError(
-          "vocab %r has %d tokens but the BERT config's vocab_size is %d" %
-          (vocab_file, self.preprocessor.vocab_size, config.vocab_size),
-          argument="vocab_file")
+    config_lib.check_vocab_size(self.preprocessor.vocab_size, config, vocab_file)
     self.config = config
     self.vocab_file = vocab_file
     self.num_choices = self._run_num_choices()

@@ -38,6 +38,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from bert_tf import config as config_lib
 from bert_tf import errors
 from bert_tf import io_utils
 from bert_tf import preprocessing
@@ -199,11 +200,7 @@ class TokenTaggingTask(base.Task):
     self.preprocessor = preprocessing.BertPreprocessor(
         vocab_file, p.do_lower_case, p.max_seq_length,
         preserve_unused_tokens=p.preserve_unused_tokens)
-    if self.preprocessor.vocab_size > config.vocab_size:
-      raise errors.VocabError(
-          "vocab %r has %d tokens but the BERT config's vocab_size is %d" %
-          (vocab_file, self.preprocessor.vocab_size, config.vocab_size),
-          argument="vocab_file")
+    config_lib.check_vocab_size(self.preprocessor.vocab_size, config, vocab_file)
     self.tagging_preprocessor = tagging.TaggingPreprocessor(self.preprocessor,
                                                             p.doc_stride)
     self.config, self.vocab_file = config, vocab_file

@@ -1,0 +1,70 @@
+"""What the tools that read raw text share (TF-free: no TensorFlow import).
+
+The input flags of ``create_pretraining_data.py`` and
+``create_pretraining_documents.py`` (the original's names and help), and a
+progress bar that draws only on a terminal, so piped output holds complete
+lines only.
+"""
+
+import sys
+from typing import Optional
+
+from absl import flags
+
+FLAGS = flags.FLAGS
+
+
+def define_text_input_flags(output_help: str) -> None:
+  """``--input_file``, ``--output_file``, ``--vocab_file``, ``--do_lower_case``,
+  ``--preserve_unused_tokens`` and ``--progress`` (the first three required).
+
+  Args:
+    output_help: the help of ``--output_file`` (it differs per tool).
+  """
+  flags.DEFINE_string("input_file", None,
+                      "Input raw text file (or comma-separated list of globs).")
+  flags.DEFINE_string("output_file", None, output_help)
+  flags.DEFINE_string("vocab_file", None,
+                      "The vocabulary file that the BERT model was trained on.")
+  flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text.")
+  flags.DEFINE_bool("preserve_unused_tokens", False,
+                    "If True, Wordpiece tokenization will not be applied to words in "
+                    "the vocab (the original's flag: vocab entries [unusedN] in the "
+                    "text stay whole).")
+  flags.DEFINE_bool("progress", True,
+                    "Show a progress bar (elapsed, rate, ETA) on stderr when it is "
+                    "a terminal.")
+  flags.mark_flags_as_required(["input_file", "output_file", "vocab_file"])
+
+
+class ProgressBar:
+  """A tqdm bar on stderr, made on the first update; off with ``--noprogress``
+  or when stderr is not a terminal (no half-drawn lines in a log file).
+
+  Example::
+
+    bar = ProgressBar("tokenizing", "doc")
+    bar.update(done=10, total=None)   # total None: a counter with rate
+    bar.close()
+  """
+
+  def __init__(self, desc: str, unit: str):
+    self.desc, self.unit, self.bar = desc, unit, None
+    self.enabled = FLAGS.progress and sys.stderr.isatty()
+
+  def update(self, done: int, total: Optional[int]) -> None:
+    if not self.enabled:
+      return
+    if self.bar is None:
+      try:
+        from tqdm import tqdm  # pylint: disable=g-import-not-at-top
+      except ImportError:
+        self.enabled = False
+        return
+      self.bar = tqdm(total=total, desc=self.desc, unit=self.unit, unit_scale=True,
+                      file=sys.stderr, leave=True)
+    self.bar.update(done - self.bar.n)
+
+  def close(self) -> None:
+    if self.bar is not None:
+      self.bar.close()

@@ -1,0 +1,137 @@
+"""The README is a tested contract.
+
+* Its layout: the project's name, one paragraph, then one fenced block with
+  exactly the two commands (main job; tests), the second being what
+  ``.ci/run`` runs.
+* Every ``sh`` and ``python`` block runs as written, top to bottom, in a
+  fresh copy of the project whose parent folder has no ``shared/`` (as a
+  user's clone), with the project's ``.venv``. The harness shortens only
+  epoch and step counts (:func:`shorten`); a block marked ``no-run`` must be
+  a TF Serving client or server command (no server can run here).
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+README = os.path.join(ROOT, "README.md")
+FENCE = re.compile(r"^```([^\n]*)\n(.*?)^```\s*$", re.M | re.S)
+# Output lines of TensorFlow's C++ logger (must not reach a user by default).
+TF_LOG_LINE = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d", re.M)
+LARGE_DATA = ("data/movie_review_sentences", "data/dialog_reply_pairs")
+
+
+def blocks():
+  """``[(info, code)]`` of every fenced block of the README, in order."""
+  with open(README, encoding="utf-8") as f:
+    text = f.read()
+  return [(m.group(1).strip(), m.group(2)) for m in FENCE.finditer(text)]
+
+
+def shorten(info, code):
+  """The block as the harness runs it: only epoch and step counts change.
+
+  ``--num_train_epochs=X``: 0.02 on the two large sets (9,531 and ~2,000
+  training rows), 0.25 elsewhere (the task slices); ``--num_train_steps``:
+  6; ``--num_warmup_steps``: 2; Keras ``fit(..., epochs=N)``: 1.
+  """
+  if info.startswith("python"):
+    return re.sub(r"\bepochs=\d+", "epochs=1", code)
+  commands = re.split(r"(?<!\\)\n", code)
+  out = []
+  for cmd in commands:
+    epochs = "0.02" if any(d in cmd for d in LARGE_DATA) else "0.25"
+    cmd = re.sub(r"--num_train_epochs=[0-9.]+", "--num_train_epochs=" + epochs, cmd)
+    cmd = re.sub(r"--num_train_steps=\d+", "--num_train_steps=6", cmd)
+    cmd = re.sub(r"--num_warmup_steps=\d+", "--num_warmup_steps=2", cmd)
+    out.append(cmd)
+  return "\n".join(out)
+
+
+def test_readme_opens_with_name_paragraph_and_the_two_commands():
+  with open(README, encoding="utf-8") as f:
+    text = f.read()
+  parts = text.split("\n\n")
+  assert parts[0] == "# bert_tf"
+  paragraph = parts[1]
+  assert paragraph and not paragraph.startswith(("#", "```", "|", "-")), paragraph
+  first = blocks()[0]
+  assert text.index("```") > text.index(paragraph) and parts[2].startswith("```")
+  assert first[0] == ""
+  lines = first[1].strip("\n").split("\n")
+  assert lines == ["bash tools/setup.sh && bash tools/main_job.sh",
+                   "bash tools/setup.sh --test && .venv/bin/python -m pytest -q"]
+  with open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8") as f:
+    ci = f.read()
+  assert lines[1] in ci.splitlines(), ".ci/run must run the README's test command"
+
+
+def test_every_block_is_run_or_a_tf_serving_command():
+  seen = {"sh": 0, "python": 0}
+  for info, code in blocks()[1:]:
+    words = info.split()
+    lang = words[0] if words else ""
+    if "no-run" in words:
+      assert ("tensorflow/serving" in code or "localhost:85" in code), (
+          "a no-run block must be a TF Serving command:\n" + code)
+      continue
+    assert lang in ("sh", "python"), "a block the harness does not run: %r" % info
+    seen[lang] += 1
+  assert seen["sh"] >= 10 and seen["python"] >= 3, seen
+
+
+def _fresh_copy(dest):
+  """The project's tracked and untracked-but-not-ignored files (a clone of
+  the working tree) in ``dest``, with a link to the project's ``.venv``."""
+  files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others",
+                          "--exclude-standard"], cwd=ROOT, capture_output=True,
+                         check=True).stdout.decode().split("\0")
+  for rel in filter(None, files):
+    src = os.path.join(ROOT, rel)
+    if not os.path.isfile(src):
+      continue
+    os.makedirs(os.path.join(dest, os.path.dirname(rel)), exist_ok=True)
+    shutil.copy2(src, os.path.join(dest, rel))
+  os.symlink(os.path.join(ROOT, ".venv"), os.path.join(dest, ".venv"))
+
+
+@pytest.mark.slow  # every README command, shortened (~10 minutes)
+def test_every_readme_block_runs_as_written_in_a_clone_without_shared(tmp_path):
+  clone = str(tmp_path / "clone" / "bert_tf")
+  _fresh_copy(clone)
+  assert not os.path.exists(os.path.join(os.path.dirname(clone), "shared"))
+  env = {k: v for k, v in os.environ.items()
+         if k not in ("TF_CPP_MIN_LOG_LEVEL", "KERAS_BACKEND", "PYTHONPATH")}
+  ran = 0
+  for info, code in blocks()[1:]:
+    words = info.split()
+    if not words or "no-run" in words:
+      continue
+    script = shorten(info, code)
+    if words[0] == "sh":
+      cmd = ["bash", "-euo", "pipefail", "-c", script]
+    else:
+      cmd = [os.path.join(clone, ".venv", "bin", "python"), "-c", script]
+    p = subprocess.run(cmd, cwd=clone, env=env, capture_output=True, text=True,
+                       timeout=1500)
+    where = "README block %d (%s):\n%s\n--- stdout\n%s\n--- stderr\n%s" % (
+        ran + 1, info, script, p.stdout[-3000:], p.stderr[-3000:])
+    assert p.returncode == 0, where
+    assert "Traceback" not in p.stderr, where
+    assert not TF_LOG_LINE.search(p.stderr), where
+    ran += 1
+  runs = os.path.join(clone, "runs", "readme")
+  for rel in ("sst2/eval_results.txt", "sst2_export/1/saved_model.pb",
+              "pairs/eval_results.txt", "squad/predictions.json",
+              "squad2/null_odds.json", "swag/predictions.csv",
+              "ner/test_predictions.txt", "features.jsonl",
+              "squad_reexport/1/saved_model.pb", "pretrain/eval_results.txt",
+              "sst2.keras"):
+    assert os.path.exists(os.path.join(runs, rel)), rel
+  assert ran >= 13

@@ -1,7 +1,9 @@
 """Shared paths and fixtures: real data, real weights, the original BERT code."""
 
+import importlib
 import importlib.util
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -19,14 +21,70 @@ SAMPLE_TEXT = os.path.join(DATA, "corpus", "sample_text.txt")
 AUSTEN_SLICE = os.path.join(DATA, "corpus", "austen_slice.txt")
 MOVIE_DIR = os.path.join(DATA, "movie_review_sentences")
 TINY_CONFIG = os.path.join(DATA, "configs", "bert_tiny_config.json")
+# Slices of the task sets, bundled in data/ (cut by data/make_slices.py; each
+# folder's README.md gives the rule, counts, source and licence).
+SQUAD_V1_DIR = os.path.join(DATA, "squad_v1")
+SQUAD_V2_DIR = os.path.join(DATA, "squad_v2_disfl")
+NER_DIR = os.path.join(DATA, "ner_wnut16")
+MC_DIR = os.path.join(DATA, "mc_wikihow")
 
 
 def shared_file(*parts):
-  """A file under ../shared/data, or skip when this checkout has none."""
+  """A file under ../shared/data, or skip when this checkout has none.
+
+  Not for the suite's own checks: a clone without ../shared must skip nothing
+  (use the bundled data/ slices; ``shared_extra`` for larger extra checks).
+  """
   path = os.path.join(SHARED, *parts)
   if not os.path.exists(path):
     pytest.skip("needs ../shared/data/%s" % "/".join(parts))
   return path
+
+
+def shared_extra(*parts):
+  """A full set under ../shared/data for an ADDITIONAL larger check, or None.
+
+  Only for a test that has already checked the same behaviour on the bundled
+  data/ slices: without ../shared the test still runs (and passes or fails)
+  on those; it never skips.
+  """
+  path = os.path.join(SHARED, *parts)
+  return path if os.path.exists(path) else None
+
+
+def require(module, why="tools/setup.sh --test installs it (requirements-test.txt)"):
+  """Imports a reference package; a missing one is a failure, not a skip."""
+  try:
+    return importlib.import_module(module)
+  except ImportError as e:
+    pytest.fail("%s is required for this test (%s): %s" % (module, why, e), pytrace=False)
+
+
+def compile_c_loader(out_dir):
+  """Builds tests/c_loader/serve.c (TF Serving's loader path, no Python).
+
+  gcc and the TensorFlow wheel's C library are always present on the
+  project's machines: a missing one is a failure, not a skip.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  gcc = shutil.which("gcc")
+  assert gcc is not None, "gcc not found: the C loader tests need a C compiler"
+  tf_dir = os.path.dirname(tf.__file__)
+  libs = [os.path.join(tf_dir, n) for n in ("libtensorflow_cc.so.2",
+                                            "libtensorflow_framework.so.2")]
+  header = os.path.join(tf_dir, "include", "tensorflow", "c", "c_api.h")
+  missing = [f for f in libs + [header] if not os.path.exists(f)]
+  assert not missing, "the TensorFlow wheel lacks %s" % missing
+  exe = os.path.join(out_dir, "serve")
+  cmd = [gcc, "-O1", "-o", exe, os.path.join(ROOT, "tests", "c_loader", "serve.c"),
+         "-I" + os.path.join(tf_dir, "include"), "-L" + tf_dir,
+         "-l:libtensorflow_cc.so.2", "-l:libtensorflow_framework.so.2",
+         "-Wl,-rpath," + os.path.realpath(tf_dir)]
+  if shutil.which("ld.gold"):
+    cmd.insert(1, "-fuse-ld=gold")  # links the 1 GB library in ~5 s, not ~45 s
+  proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+  assert proc.returncode == 0, "gcc failed (%d):\n%s" % (proc.returncode, proc.stderr[-3000:])
+  return exe
 
 
 @pytest.fixture(scope="session")

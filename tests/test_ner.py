@@ -1,7 +1,7 @@
 """Token tagging (NER, paper section 4.3): CoNLL reader, scores, model, windows,
 task, tool, export.
 
-Real data: ``../shared/data/ner_wnut16`` (WNUT-16 Twitter NER, IOB2); real
+Real data: ``data/ner_wnut16`` (a slice of WNUT-16 Twitter NER, IOB2); real
 weights: all-MiniLM-L6-v2 as a Hugging Face ``BertForTokenClassification``
 with a seeded head. Reference for the scores: ``seqeval`` 1.2.2 (default
 mode = conlleval semantics).
@@ -27,8 +27,10 @@ from bert_tf.export import tagging as tagging_export
 from bert_tf.modeling import tagging
 from bert_tf.modeling.tagging import BertTokenClassifier
 from bert_tf.tasks import tagging as tagging_task
-from conftest import TINY_CONFIG, VOCAB, run_tool, shared_file
+from conftest import NER_DIR, TINY_CONFIG, VOCAB, require, run_tool
 
+NER_DEV = os.path.join(NER_DIR, "dev.txt")
+NER_TRAIN = os.path.join(NER_DIR, "train.txt")
 LABELS = ["B-PER", "I-PER", "E-PER", "S-PER", "B-geo-loc", "I-geo-loc", "E-geo-loc",
           "S-geo-loc", "O"]
 
@@ -47,12 +49,16 @@ def write(path, text):
 
 
 def test_reads_real_wnut16_dev():
-  dev = conll.read_conll(shared_file("ner_wnut16", "dev.txt"))
-  assert len(dev) == 300 and sum(len(s.words) for s in dev) == 5668
-  assert sum(len(conll.get_entities(s.tags)) for s in dev) == 213  # the README's count
-  train = conll.read_conll(shared_file("ner_wnut16", "train.txt"))
+  dev = conll.read_conll(NER_DEV)
+  assert len(dev) == 60 and sum(len(s.words) for s in dev) == 1127
+  assert sum(len(conll.get_entities(s.tags)) for s in dev) == 52  # the README's count
+  train = conll.read_conll(NER_TRAIN)
+  assert len(train) == 202 and sum(len(s.words) for s in train) == 3899
   labels = conll.label_list_from(train)
   assert len(labels) == 21 and "O" in labels and labels == sorted(labels)
+  types = sorted({e[0] for s in train for e in conll.get_entities(s.tags)})
+  assert types == ["company", "facility", "geo-loc", "movie", "musicartist", "other",
+                   "person", "product", "sportsteam", "tvshow"]
   assert conll.detect_scheme([t for s in train for t in s.tags]) == "IOB2"
   assert dev[0].line == 1 and dev[1].line == len(dev[0].words) + 2
 
@@ -115,7 +121,7 @@ def _random_tags(rng, prefixes, n):
 @pytest.mark.parametrize("scheme,prefixes", [("IOB1", "I" * 3 + "B"), ("IOB2", "BI"),
                                              ("IOBES", "BIES")])
 def test_scores_equal_seqeval(scheme, prefixes):
-  seqeval = pytest.importorskip("seqeval.metrics")
+  seqeval = require("seqeval.metrics")
   from seqeval.metrics.sequence_labeling import get_entities  # pylint: disable=g-import-not-at-top
   rng = random.Random(scheme)
   warnings.simplefilter("ignore")  # seqeval warns on 0/0
@@ -193,8 +199,8 @@ def test_windows_cover_every_word_with_first_piece_labels():
 def test_hf_bert_for_token_classification_parity(minilm_dir, tmp_path):
   """Real MiniLM + seeded head via save_pretrained -> from_preset; our
   word pieces of real dev sentences equal HF's is_split_into_words pieces."""
-  torch = pytest.importorskip("torch")
-  transformers = pytest.importorskip("transformers")
+  torch = require("torch")
+  transformers = require("transformers")
   torch.manual_seed(0)
   ref = transformers.BertForTokenClassification.from_pretrained(
       minilm_dir, num_labels=len(LABELS)).eval()
@@ -210,10 +216,12 @@ def test_hf_bert_for_token_classification_parity(minilm_dir, tmp_path):
   assert model.classifier.output_weights.path.endswith("classifier/output_weights")
   np.testing.assert_array_equal(model.classifier.output_bias.numpy(),
                                 ref.classifier.bias.detach().numpy())
-  dev = conll.read_conll(shared_file("ner_wnut16", "dev.txt"))
+  # Every bundled tweet (train and dev slices): our pieces == HF's.
+  dev = conll.read_conll(NER_DEV) + conll.read_conll(NER_TRAIN)
+  assert len(dev) == 262
   pre = preprocessing.BertPreprocessor(os.path.join(hf_dir, "vocab.txt"), True, 128)
   enc = tagging_task.Encoded(tagging.TaggingPreprocessor(pre, 64), dev)
-  assert enc.num_windows == len(dev)  # no WNUT dev tweet needs a second window
+  assert enc.num_windows == len(dev)  # no WNUT tweet needs a second window
   tok = transformers.BertTokenizerFast.from_pretrained(hf_dir)
   hf = tok([s.words for s in dev], is_split_into_words=True, truncation=True,
            max_length=128, padding="max_length")
@@ -330,7 +338,7 @@ def _check(out, sentences):
 def test_export_equals_the_task_on_real_dev(exported):
   """The SavedModel's tags on dev sentences joined with spaces == the task's
   predictions (the same TaggingPreprocessor, windows and max context)."""
-  dev = conll.read_conll(shared_file("ner_wnut16", "dev.txt"), limit=40)
+  dev = conll.read_conll(NER_DEV, limit=40)
   enc = tagging_task.Encoded(tagging.TaggingPreprocessor(exported["pre"], 5), dev)
   assert enc.num_windows > 2 * len(dev)  # seq 16: long tweets take several windows
   logits = tagging_task.predict_window_logits(exported["model"], enc.features, 64)
@@ -385,7 +393,7 @@ def _slice(tmp_path, n_train=60, n_dev=30):
   data = tmp_path / "data"
   data.mkdir()
   for name, n in (("train.txt", n_train), ("dev.txt", n_dev)):
-    sents = conll.read_conll(shared_file("ner_wnut16", name), limit=n)
+    sents = conll.read_conll(os.path.join(NER_DIR, name), limit=n)
     conll.write_conll(str(data / name), [conll.Sentence(s.words, None, s.lines)
                                          for s in sents], [s.tags for s in sents])
   return data
@@ -393,8 +401,7 @@ def _slice(tmp_path, n_train=60, n_dev=30):
 
 def wnut_labels():
   """``--label_list`` of all 21 WNUT-16 tags (a small train slice lacks some)."""
-  return "--label_list=" + ",".join(conll.label_list_from(
-      conll.read_conll(shared_file("ner_wnut16", "train.txt"))))
+  return "--label_list=" + ",".join(conll.label_list_from(conll.read_conll(NER_TRAIN)))
 
 
 def test_tool_bad_input_is_a_flag_error_without_output(tmp_path):
@@ -419,7 +426,7 @@ def test_tool_end_to_end_and_export(tmp_path):
   """Train (1 epoch, tiny config, seq 16: windows) + eval + predict + export
   on a WNUT slice; eval_results.txt equals seqeval on test_predictions.txt;
   the SavedModel's tags equal the predictions file."""
-  seqeval = pytest.importorskip("seqeval.metrics")
+  seqeval = require("seqeval.metrics")
   data = _slice(tmp_path)
   (data / "test.txt").write_bytes((data / "dev.txt").read_bytes())
   out, exp = tmp_path / "out", tmp_path / "exp"

@@ -1,7 +1,7 @@
 """SQuAD fine-tuning and prediction: the task, the job and tools/run_squad.py.
 
-Real data: slices of ``../shared/data/squad_v1`` (SQuAD-Shifts, v1.1 format)
-and ``../shared/data/squad_v2_disfl`` (v2.0 format, unanswerable questions),
+Real data: slices of the bundled ``data/squad_v1`` (SQuAD-Shifts, v1.1 format)
+and ``data/squad_v2_disfl`` (Disfl-QA, v2.0 format, unanswerable questions),
 the tiny config and the uncased vocab; the fine-tune sanity test starts from
 the real all-MiniLM-L6-v2 weights.
 """
@@ -16,7 +16,13 @@ import tensorflow as tf
 from bert_tf import errors
 from bert_tf import jobs
 from bert_tf.tasks import squad
-from conftest import TINY_CONFIG, VOCAB, run_tool, shared_file
+from conftest import SQUAD_V1_DIR, SQUAD_V2_DIR, TINY_CONFIG, VOCAB, run_tool
+
+
+V1_TRAIN = os.path.join(SQUAD_V1_DIR, "train.json")
+V1_DEV = os.path.join(SQUAD_V1_DIR, "dev.json")
+V2_TRAIN = os.path.join(SQUAD_V2_DIR, "train.json")
+V2_DEV = os.path.join(SQUAD_V2_DIR, "dev.json")
 
 
 def write_slice(src, dst, num_questions, skip=0, strip_answers=False):
@@ -44,6 +50,7 @@ def write_slice(src, dst, num_questions, skip=0, strip_answers=False):
       articles.append(dict(article, paragraphs=paragraphs))
     if left <= 0:
       break
+  assert len(ids) == num_questions, (src, len(ids), num_questions)  # the file has them
   with open(dst, "w", encoding="utf-8") as f:
     json.dump(dict(data, data=articles), f)
   return ids
@@ -54,8 +61,8 @@ def tiny_params(tmp_path, **kw):
   train = str(tmp_path / "train.json")
   dev = str(tmp_path / "dev.json")
   if not os.path.exists(train):
-    write_slice(shared_file("squad_v1", "train.json"), train, 64)
-    write_slice(shared_file("squad_v1", "dev.json"), dev, 32)
+    write_slice(V1_TRAIN, train, 64)
+    write_slice(V1_DEV, dev, 32)
   values = dict(output_dir=str(tmp_path / "out"), train_file=train, predict_file=dev,
                 bert_config_file=TINY_CONFIG, vocab_file=VOCAB, do_train=True,
                 do_predict=True, max_seq_length=128, doc_stride=64,
@@ -184,10 +191,9 @@ def test_tool_bad_flags_are_worded_as_flags(tmp_path):
 @pytest.mark.slow
 def test_tool_v1_train_predict_metrics_then_a_test_file(tmp_path):
   train, dev, test = (str(tmp_path / n) for n in ("train.json", "dev.json", "test.json"))
-  write_slice(shared_file("squad_v1", "train.json"), train, 64)
-  dev_ids = write_slice(shared_file("squad_v1", "dev.json"), dev, 32)
-  test_ids = write_slice(shared_file("squad_v1", "dev.json"), test, 12, skip=40,
-                         strip_answers=True)
+  write_slice(V1_TRAIN, train, 64)
+  dev_ids = write_slice(V1_DEV, dev, 32)
+  test_ids = write_slice(V1_DEV, test, 12, skip=40, strip_answers=True)
   out = tmp_path / "out"
   common = ["tools/run_squad.py", "--output_dir=" + str(out),
             "--bert_config_file=" + TINY_CONFIG, "--vocab_file=" + VOCAB,
@@ -245,8 +251,8 @@ def test_tool_v1_train_predict_metrics_then_a_test_file(tmp_path):
 @pytest.mark.slow
 def test_tool_v2_writes_null_odds_and_v2_metrics(tmp_path):
   train, dev = str(tmp_path / "train.json"), str(tmp_path / "dev.json")
-  write_slice(shared_file("squad_v2_disfl", "train.json"), train, 64)
-  dev_ids = write_slice(shared_file("squad_v2_disfl", "dev.json"), dev, 32)
+  write_slice(V2_TRAIN, train, 64)
+  dev_ids = write_slice(V2_DEV, dev, 32)
   out = tmp_path / "out"
   p = run_tool(["tools/run_squad.py", "--output_dir=" + str(out),
                 "--bert_config_file=" + TINY_CONFIG, "--vocab_file=" + VOCAB,
@@ -283,8 +289,8 @@ def test_fine_tuning_minilm_learns_spans(minilm_dir, tmp_path):
   """
   train = str(tmp_path / "train.json")
   seen = str(tmp_path / "seen.json")
-  write_slice(shared_file("squad_v1", "train.json"), train, 200)
-  write_slice(shared_file("squad_v1", "train.json"), seen, 100)
+  write_slice(V1_TRAIN, train, 200)
+  write_slice(V1_TRAIN, seen, 100)
   p = squad.SquadParams(output_dir=str(tmp_path / "out"), train_file=train,
                         predict_file=seen, init_checkpoint=minilm_dir,
                         do_train=False, do_predict=True, max_seq_length=192,

@@ -3,10 +3,12 @@
 Parity: ``bert_tf.data.squad`` against the ORIGINAL google-research/bert
 ``run_squad.py`` (PyPI bert-tensorflow 1.0.4, run by
 ``tests/original_squad.py`` in its own process, one process per test module
-run), on real SQuAD-format data from ``../shared/data/`` (SQuAD-Shifts as
-v1.1, Disfl-QA as v2.0): examples, every field of every feature, the
-"Could not find answer" count, and the three prediction files from seeded
-random logits.
+run), on real SQuAD-format data bundled in ``data/`` (slices of SQuAD-Shifts
+as v1.1, ``data/squad_v1``, and Disfl-QA as v2.0, ``data/squad_v2_disfl``):
+examples, every field of every feature, the "Could not find answer" count,
+and the three prediction files from seeded random logits. Where
+``../shared/data`` holds the full sets, the slow whole-file test also runs on
+them (an additional, larger check).
 
 The official evaluation (``bert_tf.squad_metrics``) is checked on hand-made
 cases whose scores are worked out in the comments, with negative controls.
@@ -26,7 +28,7 @@ from bert_tf import errors
 from bert_tf import squad_metrics
 from bert_tf import tokenization
 from bert_tf.data import squad
-from conftest import ROOT, VOCAB, run_tool, shared_file
+from conftest import ROOT, SQUAD_V1_DIR, SQUAD_V2_DIR, VOCAB, run_tool, shared_extra
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ORIGINAL = os.path.join(HERE, "original_squad.py")
@@ -168,10 +170,10 @@ CRAFTED = {
 def fast_cases(tmp_path_factory, tokenizer):
   """Slices of the real data, our features, and the original's outputs."""
   work = tmp_path_factory.mktemp("squad_fast")
-  v1_train = shared_file("squad_v1", "train.json")
-  v1_dev = shared_file("squad_v1", "dev.json")
-  v2_train = shared_file("squad_v2_disfl", "train.json")
-  v2_dev = shared_file("squad_v2_disfl", "dev.json")
+  v1_train = os.path.join(SQUAD_V1_DIR, "train.json")
+  v1_dev = os.path.join(SQUAD_V1_DIR, "dev.json")
+  v2_train = os.path.join(SQUAD_V2_DIR, "train.json")
+  v2_dev = os.path.join(SQUAD_V2_DIR, "dev.json")
   files = {
       "v1_train": _slice_squad(v1_train, str(work / "v1_train.json"), 0, 300),
       "v2_train": _slice_squad(v2_train, str(work / "v2_train.json"), 0, 300),
@@ -574,23 +576,42 @@ def test_modules_load_without_tensorflow():
 
 @pytest.mark.slow
 def test_whole_files_match_original(tmp_path, tokenizer):
-  """Whole dev sets (predict mode; v2 dev also in training mode), the whole
-  v2 train set, and 3000 v1 training questions with short windows."""
-  v1_dev = shared_file("squad_v1", "dev.json")
-  v1_train = _slice_squad(shared_file("squad_v1", "train.json"),
-                          str(tmp_path / "v1_train.json"), 3000, 3000)
-  v2_train = shared_file("squad_v2_disfl", "train.json")
-  v2_dev = shared_file("squad_v2_disfl", "dev.json")
-  cases = [("v1_dev", v1_dev, False, False, 384, 128),
-           ("v1_dev_short", v1_dev, False, False, 128, 32),
-           ("v1_train", v1_train, True, False, 128, 32),
-           ("v2_train", v2_train, True, True, 384, 128),
-           ("v2_dev_train_mode", v2_dev, True, True, 128, 32)]
+  """The whole bundled files: both dev slices in predict mode (v1 also with
+  short windows), the v2 dev slice in training mode, the v2 train slice, and
+  the v1 train slice with short windows, whose 2 questions with U+2009 thin
+  spaces in their answers (data/squad_v1/README.md) are "Could not find
+  answer" for both. Additional, larger check where ../shared/data has the
+  full sets: the whole dev sets, the whole v2 train set, and 3000 v1 training
+  questions (the same 2 thin-space questions among them)."""
+  v1_train_file = os.path.join(SQUAD_V1_DIR, "train.json")
+  cases = [("v1_dev", os.path.join(SQUAD_V1_DIR, "dev.json"), False, False, 384, 128),
+           ("v1_dev_short", os.path.join(SQUAD_V1_DIR, "dev.json"), False, False, 128, 32),
+           ("v1_train", v1_train_file, True, False, 128, 32),
+           ("v2_train", os.path.join(SQUAD_V2_DIR, "train.json"), True, True, 384, 128),
+           ("v2_dev_train_mode", os.path.join(SQUAD_V2_DIR, "dev.json"), True, True, 128, 32)]
+  full = {n: shared_extra(*n.split("/")) for n in (
+      "squad_v1/dev.json", "squad_v1/train.json", "squad_v2_disfl/train.json",
+      "squad_v2_disfl/dev.json")}
+  if all(full.values()):
+    full_v1_train = _slice_squad(full["squad_v1/train.json"],
+                                 str(tmp_path / "full_v1_train.json"), 3000, 3000)
+    cases += [("full_v1_dev", full["squad_v1/dev.json"], False, False, 384, 128),
+              ("full_v1_dev_short", full["squad_v1/dev.json"], False, False, 128, 32),
+              ("full_v1_train", full_v1_train, True, False, 128, 32),
+              ("full_v2_train", full["squad_v2_disfl/train.json"], True, True, 384, 128),
+              ("full_v2_dev_train_mode", full["squad_v2_disfl/dev.json"], True, True, 128, 32)]
   jobs = [_feature_job(path, str(tmp_path / ("orig_" + name + ".json")), t, v2, seq, stride)
           for name, path, t, v2, seq, stride in cases]
   _run_original(str(tmp_path), jobs)
+  thin_space = {}
   for (name, path, t, v2, seq, stride), job in zip(cases, jobs):
     examples, _ = _check_case(path, job["output"], tokenizer, t, v2, seq, stride)
-    if name == "v1_train":  # two answers with U+2009 thin spaces (questions 3658, 3662)
+    if name.endswith("v1_train"):  # the two answers with U+2009 thin spaces
       assert examples.num_skipped == 2, examples.skipped_ids
+      thin_space[name] = examples.skipped_ids
+    elif not t:
+      assert examples.num_skipped == 0
     os.remove(job["output"])
+  assert thin_space["v1_train"] == ["5d66bd232b22cd4dfcfbe490", "5d66be882b22cd4dfcfbe498"]
+  if "full_v1_train" in thin_space:
+    assert thin_space["full_v1_train"] == thin_space["v1_train"]

@@ -3,7 +3,7 @@
 * windows: every feature of the in-graph doc-stride windowing (input_ids,
   input_mask, segment_ids, token_is_max_context) equals the original
   ``convert_examples_to_features`` on real SQuAD-format contexts
-  (``../shared/data/squad_v1/dev.json``), with short windows so that a context
+  (``data/squad_v1/dev.json``, SQuAD-Shifts), with short windows so that a context
   has many;
 * best span: given the same logits, the in-graph choice equals the original
   ``write_predictions`` (n-best, max context, max_answer_length; v1 and v2,
@@ -36,7 +36,7 @@ from bert_tf.export import saved_model
 from bert_tf.export import serving_ops
 from bert_tf.export import squad
 from bert_tf.modeling.models import BertQuestionAnswerer
-from conftest import ROOT, TINY_CONFIG, VOCAB, run_tool, shared_file
+from conftest import ROOT, SQUAD_V1_DIR, TINY_CONFIG, VOCAB, compile_c_loader, require, run_tool
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ORIGINAL = os.path.join(HERE, "original_squad.py")
@@ -50,7 +50,7 @@ CLS = 101  # uncased_vocab.txt
 
 def _examples(n_paragraphs=30, per_paragraph=2):
   """A slice of dev.json: (path of the slice, [(qas_id, question, context)])."""
-  with open(shared_file("squad_v1", "dev.json"), encoding="utf-8") as f:
+  with open(os.path.join(SQUAD_V1_DIR, "dev.json"), encoding="utf-8") as f:
     data = json.load(f)
   paragraphs, rows = [], []
   for article in data["data"]:
@@ -60,6 +60,7 @@ def _examples(n_paragraphs=30, per_paragraph=2):
       qas = p["qas"][:per_paragraph]
       paragraphs.append(dict(p, qas=qas))
       rows += [(qa["id"], qa["question"], p["context"]) for qa in qas]
+  assert len(paragraphs) == n_paragraphs and len(rows) == n_paragraphs * per_paragraph
   return {"version": "1.1", "data": [{"title": "slice", "paragraphs": paragraphs}]}, rows
 
 
@@ -515,8 +516,8 @@ def test_metadata_and_signature(exports):
 
 
 def test_warmup_request_parses_and_runs(exports, served):
-  apis = pytest.importorskip("tensorflow_serving.apis.prediction_log_pb2",
-                             reason="tensorflow-serving-api (requirements-test.txt)")
+  apis = require("tensorflow_serving.apis.prediction_log_pb2",
+                 "tensorflow-serving-api, requirements-test.txt")
   from bert_tf.export import warmup  # pylint: disable=g-import-not-at-top
   for name in ("v1", "v2"):
     records = list(tf.data.TFRecordDataset(
@@ -637,7 +638,7 @@ CONTEXTS = ["Das Café Müller, eine naïve Façade — in Zürich. ".encode() *
 
 @pytest.mark.slow
 def test_fresh_process_and_c_loader(exports, served, tmp_path):
-  from test_export import FRESH_PROCESS, _c_serve, _compile_c_loader, _decode, _string_input  # pylint: disable=g-import-not-at-top
+  from test_export import FRESH_PROCESS, _c_serve, _decode, _string_input  # pylint: disable=g-import-not-at-top
   want = {n: _serve(served[n], QUESTIONS, CONTEXTS) for n in ("v1", "v2")}
   jobs = [{"path": exports[n], "signature": "serving_default",
            "inputs": {"question": _string_input(QUESTIONS),
@@ -655,7 +656,7 @@ def test_fresh_process_and_c_loader(exports, served, tmp_path):
   assert got["no_answer"].tolist() == want["v2"]["no_answer"].tolist()
   # The C loader (no Python; TF Serving's session loader) on the v1 export
   # (serve.c prints float, int32, int64 and string outputs, not bool).
-  exe = _compile_c_loader(str(tmp_path))
+  exe = compile_c_loader(str(tmp_path))
   ops_dir = os.path.join(os.path.dirname(tensorflow_text.__file__), "python", "ops")
   libs = [os.path.join(ops_dir, l)
           for l in saved_model.read_metadata(exports["v1"])["op_libraries"]]

@@ -28,7 +28,7 @@ from bert_tf import config as config_lib
 from bert_tf import tokenization
 from bert_tf.modeling import BertQuestionAnswerer
 from bert_tf.modeling import models
-from conftest import SHARED, VOCAB, run_tool
+from conftest import SQUAD_V1_DIR, VOCAB, require, run_tool
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -64,24 +64,13 @@ np.savez(workdir + "/original.npz", **out)
 
 
 def squad_pairs(n=4):
-  """The first ``n`` (question, context) pairs of the shared SQuAD v1 dev set,
-  or of a built-in pair when this checkout has no ../shared/data."""
-  path = os.path.join(SHARED, "squad_v1", "dev.json")
-  if not os.path.exists(path):
-    ctx = ("The Normans were the people who in the 10th and 11th centuries gave "
-           "their name to Normandy, a region in France.")
-    return [("In what country is Normandy located?", ctx),
-            ("When were the Normans in Normandy?", ctx)]
-  with open(path, encoding="utf-8") as f:
+  """(question, context) of the first question of each of the first ``n``
+  paragraphs of the bundled SQuAD v1 dev slice (``data/squad_v1``)."""
+  with open(os.path.join(SQUAD_V1_DIR, "dev.json"), encoding="utf-8") as f:
     data = json.load(f)["data"]
-  out = []
-  for article in data:
-    for para in article["paragraphs"]:
-      for qa in para["qas"]:
-        out.append((qa["question"], para["context"]))
-        break  # one question per paragraph: varied contexts
-      if len(out) == n:
-        return out
+  out = [(para["qas"][0]["question"], para["context"])  # varied contexts
+         for article in data for para in article["paragraphs"]][:n]
+  assert len(out) == n, (len(out), n)
   return out
 
 
@@ -128,8 +117,8 @@ def randomize(model, seed=1):
 
 def test_hf_bert_for_question_answering_parity(minilm_dir, tmp_path):
   """Real MiniLM encoder + a seeded random qa_outputs head, via save_pretrained."""
-  torch = pytest.importorskip("torch")
-  transformers = pytest.importorskip("transformers")
+  torch = require("torch")
+  transformers = require("transformers")
   torch.manual_seed(0)
   ref = transformers.BertForQuestionAnswering.from_pretrained(minilm_dir).eval()
   with torch.no_grad():  # a head that is not the default init

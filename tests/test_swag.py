@@ -1,6 +1,6 @@
 """Multiple choice (SWAG layout, paper section 4.4): reader, model, task, tool, export.
 
-Real data: ``../shared/data/mc_wikihow`` (wikiHow step inference in the SWAG
+Real data: ``data/mc_wikihow`` (a slice of wikiHow step inference in the SWAG
 CSV layout, 4 endings); real weights: all-MiniLM-L6-v2 as a Hugging Face
 ``BertForMultipleChoice`` with a seeded head.
 """
@@ -25,8 +25,9 @@ from bert_tf.export import saved_model
 from bert_tf.modeling import multiple_choice
 from bert_tf.modeling.multiple_choice import BertMultipleChoice
 from bert_tf.tasks import swag
-from conftest import TINY_CONFIG, VOCAB, run_tool, shared_file
+from conftest import MC_DIR, TINY_CONFIG, VOCAB, compile_c_loader, require, run_tool
 
+MC_DEV = os.path.join(MC_DIR, "dev.csv")
 HEADER = ("video-id,fold-ind,startphrase,sent1,sent2,gold-source,"
           "ending0,ending1,ending2,ending3,label")
 
@@ -59,11 +60,13 @@ def pack(preprocessor, examples):
 
 
 def test_reads_real_mc_wikihow():
-  path = shared_file("mc_wikihow", "dev.csv")
-  examples = swag_data.read_swag_examples(path)
-  assert len(examples) == 450
-  # The README's label counts of dev.csv.
-  assert np.bincount([e.label for e in examples]).tolist() == [102, 122, 120, 106]
+  examples = swag_data.read_swag_examples(MC_DEV)
+  assert len(examples) == 60
+  # The README's label counts of the dev slice.
+  assert np.bincount([e.label for e in examples]).tolist() == [16, 19, 12, 13]
+  assert examples[-1].example_id == "wikihow-step-1859-1859" and examples[-1].line == 61
+  train = swag_data.read_swag_examples(os.path.join(MC_DIR, "train.csv"))
+  assert np.bincount([e.label for e in train]).tolist() == [32, 32, 51, 35]
   ex = examples[0]
   assert ex.example_id == "wikihow-step-1800-1800" and ex.line == 2
   assert ex.context == "The most reasonable step of 'Get Invited to Parties' is"
@@ -135,8 +138,8 @@ def test_unlabeled_test_file_and_choice_count(tmp_path):
 def test_hf_bert_for_multiple_choice_parity(minilm_dir, tmp_path):
   """Real MiniLM encoder + seeded head, via save_pretrained -> from_preset;
   the inputs are those of HF's tokenizer on the same texts."""
-  torch = pytest.importorskip("torch")
-  transformers = pytest.importorskip("transformers")
+  torch = require("torch")
+  transformers = require("transformers")
   torch.manual_seed(0)
   ref = transformers.BertForMultipleChoice.from_pretrained(minilm_dir).eval()
   with torch.no_grad():  # a head that is not the default init
@@ -150,7 +153,7 @@ def test_hf_bert_for_multiple_choice_parity(minilm_dir, tmp_path):
   model = BertMultipleChoice.from_preset(hf_dir)
   np.testing.assert_array_equal(model.classifier.output_weights.numpy(),
                                 ref.classifier.weight.detach().numpy())
-  examples = swag_data.read_swag_examples(shared_file("mc_wikihow", "dev.csv"), limit=6)
+  examples = swag_data.read_swag_examples(MC_DEV, limit=6)
   pre = preprocessing.BertPreprocessor(os.path.join(hf_dir, "vocab.txt"), True, 48)
   x = pack(pre, examples)
   assert x["input_ids"].shape == (6, 4, 48)
@@ -246,7 +249,7 @@ def _slice(tmp_path, n_train=48, n_dev=24):
   data = tmp_path / "data"
   data.mkdir()
   for name, n in (("train.csv", n_train), ("dev.csv", n_dev)):
-    with open(shared_file("mc_wikihow", name), encoding="utf-8") as f:
+    with open(os.path.join(MC_DIR, name), encoding="utf-8") as f:
       lines = f.read().splitlines()
     (data / name).write_text("\n".join(lines[:n + 1]) + "\n", encoding="utf-8")
   return data
@@ -319,9 +322,9 @@ def test_tool_end_to_end_and_export_in_a_fresh_process(tmp_path):
                            "probabilities": "float32"}
   # TF Serving's loader path with no Python (tests/c_loader/serve.c takes
   # 1-D string inputs: the endings go flat [B*N], which the signature allows).
-  from test_export import _c_serve, _compile_c_loader  # pylint: disable=g-import-not-at-top
+  from test_export import _c_serve  # pylint: disable=g-import-not-at-top
   import tensorflow_text  # pylint: disable=g-import-not-at-top
-  exe = _compile_c_loader(str(tmp_path))
+  exe = compile_c_loader(str(tmp_path))
   ops_dir = os.path.join(os.path.dirname(tensorflow_text.__file__), "python", "ops")
   libs = [os.path.join(ops_dir, l) for l in meta["op_libraries"]]
   c_out = _c_serve(exe, str(exp / version),
@@ -397,7 +400,7 @@ def _check(out, batch):
 
 
 def test_export_equals_model_on_real_rows(exported):
-  examples = swag_data.read_swag_examples(shared_file("mc_wikihow", "dev.csv"), limit=8)
+  examples = swag_data.read_swag_examples(MC_DEV, limit=8)
   want = tf.nn.softmax(exported["model"](pack(exported["pre"], examples))).numpy()
   out = _serve(exported["fn"], [e.context for e in examples],
                [e.choice_texts[1] for e in examples])
@@ -445,8 +448,8 @@ def test_export_random_strings_property(exported, rows):
 
 
 def test_warmup_request_parses_and_runs(exported):
-  apis = pytest.importorskip("tensorflow_serving.apis.prediction_log_pb2",
-                             reason="tensorflow-serving-api (requirements-test.txt)")
+  apis = require("tensorflow_serving.apis.prediction_log_pb2",
+                 "tensorflow-serving-api, requirements-test.txt")
   from bert_tf.export import warmup  # pylint: disable=g-import-not-at-top
   records = list(tf.data.TFRecordDataset(
       os.path.join(exported["path"], "assets.extra", warmup.WARMUP_FILE)))
@@ -465,8 +468,8 @@ def test_tool_from_hf_bert_for_multiple_choice_matches_hf(minilm_dir, tmp_path):
   """--init_checkpoint=a HF BertForMultipleChoice dir (config and vocab from
   it), no training: eval accuracy, predictions.csv and the export give
   Hugging Face's own probabilities on real dev rows."""
-  torch = pytest.importorskip("torch")
-  transformers = pytest.importorskip("transformers")
+  torch = require("torch")
+  transformers = require("transformers")
   torch.manual_seed(1)
   ref = transformers.BertForMultipleChoice.from_pretrained(minilm_dir).eval()
   with torch.no_grad():

@@ -1,12 +1,67 @@
-"""The reference tokenizer against the original ``tokenization.py``; tf-text against both."""
+"""The reference tokenizer against the original ``tokenization.py``; tf-text against both.
 
+Real text: the bundled Austen slice, movie-review sentences and the texts of
+the bundled task slices (SQuAD-Shifts, Disfl-QA, WNUT-16 tweets, wikiHow);
+where ../shared/data has the whole Austen corpus, the rest of it too (an
+additional, larger check).
+"""
+
+import csv
+import json
+import os
 
 import pytest
 
 from bert_tf import tokenization
-from conftest import AUSTEN_SLICE, MOVIE_DIR, VOCAB, shared_file
+from conftest import (AUSTEN_SLICE, MC_DIR, MOVIE_DIR, NER_DIR, SQUAD_V1_DIR, SQUAD_V2_DIR,
+                      VOCAB, require, shared_extra)
 
 MOVIE_TRAIN = MOVIE_DIR + "/train.tsv"
+
+
+def _lines(path):
+  with open(path, encoding="utf-8") as f:
+    return [l for l in f.read().splitlines() if l.strip()]
+
+
+def austen_lines():
+  """Lines of the bundled Austen slice, then those of the rest of the whole
+  corpus where ../shared/data has it (the slice is its first 40 chapters)."""
+  lines = _lines(AUSTEN_SLICE)
+  assert len(lines) > 3500
+  full = shared_extra("corpus", "austen.txt")
+  if full:
+    rest = _lines(full)
+    assert rest[:len(lines)] == lines and len(rest) > 30000
+    lines = rest
+  return lines
+
+
+def task_texts():
+  """Every text of the bundled task slices: SQuAD contexts, questions and
+  answers (v1.1 and v2.0), tweets (words joined by spaces), wikiHow goals
+  and steps. Real non-ASCII text: accents, IPA, Greek, Armenian, CJK,
+  Hangul, dashes and quotes, thin and zero-width spaces."""
+  texts = []
+  for d in (SQUAD_V1_DIR, SQUAD_V2_DIR):
+    for name in ("train.json", "dev.json"):
+      with open(os.path.join(d, name), encoding="utf-8") as f:
+        for article in json.load(f)["data"]:
+          for p in article["paragraphs"]:
+            texts.append(p["context"])
+            for qa in p["qas"]:
+              texts += [qa["question"]] + [a["text"] for a in qa["answers"]]
+  for name in ("train.txt", "dev.txt"):
+    with open(os.path.join(NER_DIR, name), encoding="utf-8") as f:
+      texts += [" ".join(l.split("\t")[0] for l in block.splitlines())
+                for block in f.read().split("\n\n") if block.strip()]
+  for name in ("train.csv", "dev.csv"):
+    with open(os.path.join(MC_DIR, name), encoding="utf-8", newline="") as f:
+      for row in csv.DictReader(f):
+        texts += [row["sent1"]] + [row["ending%d" % i] for i in range(4)]
+  chars = set("".join(texts))
+  assert len(texts) > 3000 and {"\u4e2d", "\ud55c", "\u2009", "\u200d"} <= chars
+  return texts
 
 
 @pytest.fixture(scope="module")
@@ -21,11 +76,9 @@ def original(original_bert):
 
 
 @pytest.mark.slow
-def test_same_tokens_as_original_on_every_austen_line(ours, original):
-  path = shared_file("corpus", "austen.txt")
-  with open(path, encoding="utf-8") as f:
-    lines = f.read().splitlines()
-  assert len(lines) > 30000
+@pytest.mark.parametrize("corpus", ["austen", "task_texts"])
+def test_same_tokens_as_original_on_real_text(ours, original, corpus):
+  lines = austen_lines() if corpus == "austen" else task_texts()
   mismatches = [l for l in lines if ours.tokenize(l) != original.tokenize(l)]
   assert not mismatches, mismatches[:5]
 
@@ -105,13 +158,12 @@ def in_graph():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", [AUSTEN_SLICE, MOVIE_TRAIN, "shared:corpus/austen.txt"])
-def test_in_graph_tokenizer_agrees_on_real_corpora(ours, in_graph, path):
-  """tensorflow-text path vs reference: measured 100% on all three (BUILD_NOTES)."""
-  if path.startswith("shared:"):
-    path = shared_file(*path[len("shared:"):].split("/"))
-  with open(path, encoding="utf-8") as f:
-    lines = [l for l in f.read().splitlines() if l.strip()]
+@pytest.mark.parametrize("corpus", ["austen", "movie_reviews", "task_texts"])
+def test_in_graph_tokenizer_agrees_on_real_corpora(ours, in_graph, corpus):
+  """tensorflow-text path vs reference: measured 100% on the Austen corpus
+  and the movie reviews (BUILD_NOTES)."""
+  lines = {"austen": austen_lines, "movie_reviews": lambda: _lines(MOVIE_TRAIN),
+           "task_texts": task_texts}[corpus]()
   got = _in_graph_tokens(in_graph[True], ours, lines)
   bad = [l for l, g in zip(lines, got) if g != ours.tokenize(l)]
   assert not bad, bad[:3]
@@ -144,7 +196,7 @@ def test_in_graph_tokenizer_known_deviation_unicode_version(ours, in_graph):
 
 def test_in_graph_tokenizer_property(in_graph):
   """Random assigned Unicode text (hypothesis, derandomized): identical tokens."""
-  hypothesis = pytest.importorskip("hypothesis")
+  hypothesis = require("hypothesis")
   st = hypothesis.strategies
   refs = {lower: tokenization.FullTokenizer(VOCAB, lower) for lower in (True, False)}
 

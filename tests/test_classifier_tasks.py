@@ -19,6 +19,8 @@ import types
 
 import numpy as np
 import pytest
+
+import conftest
 import tensorflow as tf
 
 from bert_tf import jobs
@@ -404,8 +406,8 @@ def test_metrics_against_references():
   with pytest.raises(ValueError, match="same length"):
     metrics.accuracy([1, 0], [1])
 
-  sk = pytest.importorskip("sklearn.metrics")
-  stats = pytest.importorskip("scipy.stats")
+  sk = conftest.require("sklearn.metrics")
+  stats = conftest.require("scipy.stats")
   rng = np.random.RandomState(7)
   for n in (3, 40, 500):
     y2, p2 = rng.randint(0, 2, n), rng.randint(0, 2, n)
@@ -611,7 +613,7 @@ def test_mnli_cli(tmp_path):
 
 def test_tfds_glue_on_disk(tmp_path, monkeypatch):
   """glue/sst2 prepared from local GLUE files (no network), read with no download."""
-  tfds = pytest.importorskip("tensorflow_datasets")
+  tfds = conftest.require("tensorflow_datasets")
   task = cd.get_task("sst-2")
   with pytest.raises(cd.TaskError, match="not prepared in --tfds_data_dir=%s" %
                      str(tmp_path / "empty")):

@@ -11,7 +11,6 @@ project's ``BertPreprocessor``, not through the SavedModel.
 import base64
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -19,13 +18,15 @@ import hypothesis
 from hypothesis import strategies as st
 import numpy as np
 import pytest
+
+import conftest
 import tensorflow as tf
 import tensorflow_text
 
 from bert_tf.tasks import classification as classifier
 from bert_tf import config as config_lib
 from bert_tf import preprocessing
-from conftest import MOVIE_DIR, ROOT, TINY_CONFIG, VOCAB, copy_slice, run_tool
+from conftest import MOVIE_DIR, TINY_CONFIG, VOCAB, copy_slice, run_tool
 from bert_tf.export import fine_tuned
 from bert_tf.export import saved_model
 from bert_tf.export import serving_ops
@@ -213,29 +214,6 @@ def test_fresh_process_matches_in_process(run, fresh):
     np.testing.assert_allclose(enc["encoder_outputs_%d" % i], w, **tol)
 
 
-def _compile_c_loader(out_dir):
-  """Builds tests/c_loader/serve.c; skips when gcc or the TF C library is missing."""
-  gcc = shutil.which("gcc")
-  if gcc is None:
-    pytest.skip("gcc not found")
-  tf_dir = os.path.dirname(tf.__file__)
-  libs = [os.path.join(tf_dir, n) for n in ("libtensorflow_cc.so.2",
-                                            "libtensorflow_framework.so.2")]
-  header = os.path.join(tf_dir, "include", "tensorflow", "c", "c_api.h")
-  for f in libs + [header]:
-    if not os.path.exists(f):
-      pytest.skip("TensorFlow wheel has no %s" % f)
-  exe = os.path.join(out_dir, "serve")
-  cmd = [gcc, "-O1", "-o", exe, os.path.join(ROOT, "tests", "c_loader", "serve.c"),
-         "-I" + os.path.join(tf_dir, "include"), "-L" + tf_dir,
-         "-l:libtensorflow_cc.so.2", "-l:libtensorflow_framework.so.2",
-         "-Wl,-rpath," + os.path.realpath(tf_dir)]
-  if shutil.which("ld.gold"):
-    cmd.insert(1, "-fuse-ld=gold")  # links the 1 GB library in ~5 s, not ~45 s
-  subprocess.run(cmd, check=True, capture_output=True, timeout=600)
-  return exe
-
-
 def _c_serve(exe, path, inputs, libraries, work):
   """Runs the C loader on ``path``'s serving_default; returns {output: array}."""
   in_names, out_names = signature_tensors(path)
@@ -273,7 +251,7 @@ def _c_serve(exe, path, inputs, libraries, work):
 @pytest.mark.slow
 def test_c_loader_no_python_matches(run, fresh, tmp_path):
   """TF_LoadLibrary + TF_LoadSessionFromSavedModel + raw TF_STRING inputs, no Python."""
-  exe = _compile_c_loader(str(tmp_path))
+  exe = conftest.compile_c_loader(str(tmp_path))
   ops_dir = os.path.join(os.path.dirname(tensorflow_text.__file__), "python", "ops")
   for name, inputs, want in (
       ("single", {"text": TEXTS}, fresh[0]),
@@ -356,8 +334,7 @@ def test_metadata_lists_every_non_core_op(run):
 
 
 def test_warmup_requests_parse_and_run(run):
-  apis = pytest.importorskip("tensorflow_serving.apis.prediction_log_pb2",
-                             reason="tensorflow-serving-api (requirements-test.txt)")
+  apis = conftest.require("tensorflow_serving.apis.prediction_log_pb2")
   for name, signatures in (("single", {"serving_default": ["text"]}),
                            ("pair", {"serving_default": ["text_a", "text_b"]}),
                            ("preprocessor", {"serving_default": ["text"],

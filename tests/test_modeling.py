@@ -4,6 +4,8 @@ import json
 
 import numpy as np
 import pytest
+
+import conftest
 import tensorflow as tf
 
 from bert_tf import checkpoints
@@ -51,8 +53,8 @@ def test_config_errors(tmp_path):
 
 def test_minilm_matches_transformers(minilm_dir):
   """Real weights: our encoder vs transformers.BertModel on CPU PyTorch."""
-  torch = pytest.importorskip("torch")
-  transformers = pytest.importorskip("transformers")
+  torch = conftest.require("torch")
+  transformers = conftest.require("transformers")
   cfg = checkpoints.read_hf_config(minilm_dir)
   assert cfg.hidden_act == "gelu_exact"  # HF "gelu" is the erf form
   enc = BertEncoder(cfg)

@@ -5,6 +5,8 @@ import os
 
 import numpy as np
 import pytest
+
+import conftest
 import tensorflow as tf
 
 from bert_tf import checkpoints
@@ -68,7 +70,7 @@ def assert_close(ours, ref, mask):
 
 @pytest.fixture(scope="module")
 def original_outputs(tmp_path_factory, original_bert):
-  pytest.importorskip("tf_keras")
+  conftest.require("tf_keras")
   workdir = str(tmp_path_factory.mktemp("orig"))
   case = make_case(workdir)
   run_tool([os.path.join(ROOT, "tests", "original_graph.py"), workdir, "init"])

@@ -44,6 +44,9 @@ _API = {
     "export_tagger": "bert_tf.export.tagging",
     "load_fine_tuned": "bert_tf.export.fine_tuned",
     "FineTuned": "bert_tf.export.fine_tuned",
+    "load_run": "bert_tf.export.fine_tuned",
+    "export_run": "bert_tf.export.fine_tuned",
+    "run_kind": "bert_tf.export.fine_tuned",
 }
 
 __all__ = sorted(_API)

@@ -96,8 +96,8 @@ class AllLayersServingModule(tf.Module):
 def export_encoder_all_layers(encoder, export_dir: str, vocab_file: Optional[str] = None,
                               do_lower_case: bool = True, max_seq_length: int = 128,
                               version: Optional[int] = None,
-                              preprocessor: "Optional[preprocessing.BertPreprocessor]" = None
-                              ) -> str:
+                              preprocessor: "Optional[preprocessing.BertPreprocessor]" = None,
+                              preserve_unused_tokens: bool = False) -> str:
   """Writes the feature-extraction SavedModel; returns the version directory.
 
   Args:
@@ -107,7 +107,10 @@ def export_encoder_all_layers(encoder, export_dir: str, vocab_file: Optional[str
       :class:`BertPreprocessor`; the vocab becomes a SavedModel asset), unless
       ``preprocessor`` is given.
     version: integer version; default: the next free one.
-    preprocessor: a ready :class:`BertPreprocessor` instead of the three above.
+    preprocessor: a ready :class:`BertPreprocessor` instead of the three above
+      (and ``preserve_unused_tokens``).
+    preserve_unused_tokens: the tokenizer keeps vocab entries ``[unusedN]``
+      whole (the original's ``--preserve_unused_tokens``).
 
   Returns:
     the path ``export_dir/<version>``.
@@ -121,7 +124,9 @@ def export_encoder_all_layers(encoder, export_dir: str, vocab_file: Optional[str
   if preprocessor is None:
     if not vocab_file:
       raise ValueError("export_encoder_all_layers: vocab_file or preprocessor is required")
-    preprocessor = preprocessing.BertPreprocessor(vocab_file, do_lower_case, max_seq_length)
+    preprocessor = preprocessing.BertPreprocessor(
+        vocab_file, do_lower_case, max_seq_length,
+        preserve_unused_tokens=preserve_unused_tokens)
   config = encoder.config
   if preprocessor.max_seq_length > config.max_position_embeddings:
     raise ValueError("max_seq_length %d exceeds max_position_embeddings %d" % (
@@ -134,6 +139,7 @@ def export_encoder_all_layers(encoder, export_dir: str, vocab_file: Optional[str
                                           "pair": ["text_a", "text_b"]},
               "max_seq_length": preprocessor.max_seq_length,
               "do_lower_case": preprocessor.do_lower_case,
+              "preserve_unused_tokens": preprocessor.preserve_unused_tokens,
               "num_hidden_layers": config.num_hidden_layers,
               "hidden_size": config.hidden_size}
   sentences = list(saved_model.WARMUP_SENTENCES)

@@ -1,36 +1,98 @@
-"""Rebuilds a fine-tuned classifier from a ``run_classifier.py`` output dir.
+"""Rebuilds the model of a run directory from its own files, for export.
 
-``bert_tf.jobs.run_classifier`` writes, beside its checkpoints
-(``ckpt-N``, a ``tf.train.Checkpoint(model=..., encoder=..., optimizer=...)``):
-``bert_config.json``, ``vocab.txt`` and ``classifier_config.json``
-(``task_name``, ``labels``, ``do_lower_case``, ``max_seq_length``,
-``is_pair``, ``is_regression``; older runs lack the last two, then the task
-table decides) and the best dev model in ``best/``. This module reads them back so
-``tools/export_saved_model.py`` can export a finished run.
+Every training job writes, beside its checkpoints (``ckpt-N``, a
+``tf.train.Checkpoint(model=..., encoder=..., optimizer=...)``),
+``bert_config.json`` and a file that says what the run is:
+
+* ``run_classifier.py``: ``classifier_config.json`` (``task_name``,
+  ``labels``, ``is_pair``, ``is_regression``; older runs lack the last two,
+  then the task table decides) -> ``BertClassifier``;
+* ``run_squad.py``: ``squad_config.json`` (windows, answer settings,
+  ``version_2_with_negative``) -> ``BertQuestionAnswerer``;
+* ``run_ner.py``: ``ner_config.json`` (``labels``, ``doc_stride``) ->
+  ``BertTokenClassifier``;
+* ``run_swag.py``: ``swag_config.json`` (``num_choices``) ->
+  ``BertMultipleChoice``;
+* ``run_pretraining.py``: no run config (``bert_config.json`` alone) ->
+  the ``BertPretrainer``'s ``encoder``.
+
+The fine-tuned runs also keep ``vocab.txt`` and the run config's
+``do_lower_case``, ``max_seq_length`` (and ``preserve_unused_tokens``), and
+the best dev model in ``best/`` when they evaluated. :func:`load_run` reads
+a run back (the best model when kept, else the latest checkpoint) and
+:func:`export_run` writes the export that fits it:
+
+* ``classifier`` / ``squad`` / ``ner`` / ``swag``: the run's own model with
+  its preprocessing (:func:`bert_tf.export.saved_model.export_classifier`,
+  :func:`bert_tf.export.squad.export_squad`,
+  :func:`bert_tf.export.tagging.export_tagger`,
+  :func:`bert_tf.export.multiple_choice.export_multiple_choice`);
+* ``preprocessor``, ``encoder`` (token ids in, TF Hub's split) and
+  ``features`` (raw strings in, every layer out,
+  :func:`bert_tf.export.features.export_encoder_all_layers`) from any run;
+  a pretraining run has no vocab, so ``preprocessor`` and ``features`` need
+  ``vocab_file``.
+
+:func:`load_fine_tuned` is the classifier-only reader kept for its callers.
+``tools/export_saved_model.py`` is the command line.
 """
 
+from __future__ import annotations
+
 import dataclasses
+import inspect
 import json
 import os
+from typing import List, Optional
 
 import tensorflow as tf
 
-from bert_tf import runner
-from bert_tf.tasks import classification as classifier
 from bert_tf import config as config_lib
-from bert_tf import preprocessing
 from bert_tf import errors
+from bert_tf import preprocessing
+from bert_tf import runner
+from bert_tf.modeling import encoder as encoder_lib
+from bert_tf.modeling import models
+from bert_tf.modeling import multiple_choice as multiple_choice_model
+from bert_tf.modeling import tagging as tagging_model
+from bert_tf.tasks import classification as classifier
+from bert_tf.tasks import squad as squad_task
+from bert_tf.tasks import swag as swag_task
+from bert_tf.tasks import tagging as tagging_task
+from bert_tf.export import features as features_export
+from bert_tf.export import multiple_choice as multiple_choice_export
+from bert_tf.export import saved_model
+from bert_tf.export import squad as squad_export
+from bert_tf.export import tagging as tagging_export
 
 RUN_CONFIG = classifier.RUN_CONFIG
 BEST_DIR = runner.BEST_DIR
 
-
 FineTunedDirError = errors.FineTunedDirError  # re-exported; defined in bert_tf.errors
+
+# Run kind -> (the config file that marks it, the tool that writes it).
+RUN_CONFIGS = {
+    "classifier": (classifier.RUN_CONFIG, "run_classifier.py"),
+    "squad": (squad_task.RUN_CONFIG, "run_squad.py"),
+    "ner": (tagging_task.RUN_CONFIG, "run_ner.py"),
+    "swag": (swag_task.RUN_CONFIG, "run_swag.py"),
+}
+PRETRAINING = "pretraining"
+# What each kind of run can export; the first is the default.
+EXPORTS = {
+    "classifier": ("classifier", "preprocessor", "encoder", "features"),
+    "squad": ("squad", "preprocessor", "encoder", "features"),
+    "ner": ("ner", "preprocessor", "encoder", "features"),
+    "swag": ("swag", "preprocessor", "encoder", "features"),
+    PRETRAINING: ("encoder", "features", "preprocessor"),
+}
+WHATS = ("classifier", "squad", "ner", "swag", "preprocessor", "encoder", "features")
+DEFAULT_PRETRAINING_SEQ = 128
 
 
 @dataclasses.dataclass
 class FineTuned:
-  """A restored fine-tuned run.
+  """A restored fine-tuned classifier run (:func:`load_fine_tuned`).
 
   Attributes:
     model: :class:`bert_tf.modeling.BertClassifier` with the checkpoint's weights.
@@ -46,6 +108,109 @@ class FineTuned:
   is_pair: bool
   is_regression: bool
   checkpoint: str
+
+
+@dataclasses.dataclass
+class RunDir:
+  """A restored run directory of any kind (:func:`load_run`).
+
+  Attributes:
+    output_dir: the run directory.
+    kind: ``classifier``, ``squad``, ``ner``, ``swag`` or ``pretraining``.
+    config: the run's :class:`bert_tf.config.BertConfig`.
+    run_config: the run config file's dict (empty for pretraining).
+    model: the run's fine-tuned Keras model with the checkpoint's weights
+      (None for pretraining).
+    encoder: its :class:`bert_tf.modeling.BertEncoder` (for pretraining the
+      checkpoint's ``encoder``).
+    vocab_file: the run's ``vocab.txt`` (pretraining: the ``vocab_file``
+      argument, may be None).
+    do_lower_case, preserve_unused_tokens: the tokenizer's settings.
+    max_seq_length: tokens per input (the run's, unless overridden).
+    checkpoint: the checkpoint prefix read.
+  """
+  output_dir: str
+  kind: str
+  config: config_lib.BertConfig
+  run_config: dict
+  model: Optional[object]
+  encoder: object
+  vocab_file: Optional[str]
+  do_lower_case: bool
+  preserve_unused_tokens: bool
+  max_seq_length: int
+  checkpoint: str
+
+  @property
+  def task_name(self) -> str:
+    """The classifier's ``task_name``, else the run kind."""
+    return self.run_config.get("task_name") or self.kind
+
+  @property
+  def tool(self) -> str:
+    """The tool that writes runs of this kind (for messages)."""
+    return RUN_CONFIGS[self.kind][1] if self.kind in RUN_CONFIGS else "run_pretraining.py"
+
+
+def run_kind(output_dir: str) -> str:
+  """What kind of run ``output_dir`` holds, from its own files.
+
+  Returns:
+    ``classifier``, ``squad``, ``ner`` or ``swag`` (by the run config file
+    beside ``bert_config.json``), else ``pretraining``.
+
+  Raises:
+    FineTunedDirError: no ``bert_config.json`` (or no such directory), or
+      more than one run config.
+  """
+  if not os.path.exists(os.path.join(output_dir, "bert_config.json")):
+    raise FineTunedDirError(
+        "%s: missing bert_config.json (not the --output_dir of run_classifier.py, "
+        "run_squad.py, run_ner.py, run_swag.py or run_pretraining.py?)" % output_dir,
+        argument="output_dir")
+  kinds = [k for k, (name, _) in RUN_CONFIGS.items()
+           if os.path.exists(os.path.join(output_dir, name))]
+  if len(kinds) > 1:
+    raise FineTunedDirError("%s holds the run configs of several runs (%s): use one "
+                            "--output_dir per run" % (output_dir, ", ".join(
+                                RUN_CONFIGS[k][0] for k in kinds)),
+                            argument="output_dir")
+  return kinds[0] if kinds else PRETRAINING
+
+
+def _read_json(path: str) -> dict:
+  try:
+    with open(path, encoding="utf-8") as f:
+      value = json.load(f)
+  except (OSError, ValueError) as e:
+    raise FineTunedDirError("%s: unreadable (%s)" % (path, e)) from e
+  if not isinstance(value, dict):
+    raise FineTunedDirError("%s: not a JSON object" % path)
+  return value
+
+
+def _checkpoint(output_dir: str, checkpoint: Optional[str]) -> str:
+  """The checkpoint to read: ``checkpoint``, else ``best/``'s, else the latest."""
+  best = os.path.join(output_dir, BEST_DIR)
+  ckpt = checkpoint or (os.path.isdir(best) and tf.train.latest_checkpoint(best)
+                        ) or tf.train.latest_checkpoint(output_dir)
+  if not ckpt:
+    raise FineTunedDirError("%s: no checkpoint (ckpt-N.index) found" % output_dir)
+  if not tf.io.gfile.exists(ckpt + ".index"):
+    raise FineTunedDirError("--checkpoint %s: no such checkpoint (%s.index)" %
+                            (ckpt, ckpt), argument="checkpoint")
+  return ckpt
+
+
+def _restore(ckpt: str, what: str, **objects) -> None:
+  """Reads ``objects`` from ``ckpt``; every variable must be found."""
+  try:
+    status = tf.train.Checkpoint(**objects).read(ckpt)
+    status.expect_partial()
+    status.assert_existing_objects_matched()
+  except (ValueError, AssertionError, tf.errors.OpError) as e:
+    raise FineTunedDirError("checkpoint %s does not fit %s: %s" % (
+        ckpt, what, str(e).splitlines()[0][:300])) from e
 
 
 def _task_shape(run, path):
@@ -66,7 +231,173 @@ def _task_shape(run, path):
   return bool(is_pair), bool(is_regression)
 
 
-def load_fine_tuned(output_dir, checkpoint=None, max_seq_length=None):
+def _labels(run_config: dict, path: str) -> List[str]:
+  labels = run_config.get("labels")
+  if not isinstance(labels, list) or not labels:
+    raise FineTunedDirError("%s: no \"labels\" list" % path)
+  return [str(l) for l in labels]
+
+
+def _sequence_length(value: Optional[int], config: config_lib.BertConfig) -> int:
+  seq = int(value)
+  if not 3 <= seq <= config.max_position_embeddings:
+    raise FineTunedDirError("--max_seq_length %d: must be in [3, %d]" %
+                            (seq, config.max_position_embeddings),
+                            argument="max_seq_length")
+  return seq
+
+
+def load_run(output_dir: str, checkpoint: Optional[str] = None,
+             max_seq_length: Optional[int] = None, vocab_file: Optional[str] = None,
+             do_lower_case: Optional[bool] = None) -> RunDir:
+  """Restores the model of any run directory (see the module doc).
+
+  Args:
+    output_dir: the run's ``--output_dir``.
+    checkpoint: a checkpoint prefix (``.../ckpt-N``); default the best dev
+      model (``output_dir/best/``) when there is one, else the latest
+      checkpoint in ``output_dir``.
+    max_seq_length: overrides the run's ``max_seq_length`` (3 ..
+      ``max_position_embeddings``; a pretraining run records none: default
+      128, capped at ``max_position_embeddings``).
+    vocab_file, do_lower_case: the tokenizer of a pretraining run (it keeps
+      no ``vocab.txt``); a fine-tuned run uses its own, and these must be
+      None.
+
+  Returns:
+    :class:`RunDir`.
+
+  Raises:
+    FineTunedDirError: a missing or unreadable file, no checkpoint, a
+      checkpoint that does not fit the run's model, a bad
+      ``max_seq_length``, or ``vocab_file`` / ``do_lower_case`` for a run
+      that records its own (the message names the file or flag).
+    ConfigError: a bad ``bert_config.json``.
+  """
+  kind = run_kind(output_dir)
+  config = config_lib.BertConfig.from_json_file(
+      os.path.join(output_dir, "bert_config.json"))
+  ckpt = _checkpoint(output_dir, checkpoint)
+  if kind == PRETRAINING:
+    if vocab_file is not None and not os.path.exists(vocab_file):
+      raise FineTunedDirError("--vocab_file %s: no such file" % vocab_file,
+                              argument="vocab_file")
+    seq = _sequence_length(max_seq_length or min(DEFAULT_PRETRAINING_SEQ,
+                                                 config.max_position_embeddings),
+                           config)
+    encoder = encoder_lib.BertEncoder(config, name="bert")
+    _restore(ckpt, "the encoder of %s (bert_config.json)" % output_dir, encoder=encoder)
+    return RunDir(output_dir, kind, config, {}, None, encoder, vocab_file,
+                  True if do_lower_case is None else bool(do_lower_case), False,
+                  seq, ckpt)
+  name, tool = RUN_CONFIGS[kind]
+  path = os.path.join(output_dir, name)
+  run_config = _read_json(path)
+  own_vocab = os.path.join(output_dir, "vocab.txt")
+  if not os.path.exists(own_vocab):
+    raise FineTunedDirError("%s: missing vocab.txt (not a %s --output_dir?)" % (
+        output_dir, tool))
+  for flag, value in (("vocab_file", vocab_file), ("do_lower_case", do_lower_case)):
+    if value is not None:
+      raise FineTunedDirError(
+          "--%s is for run_pretraining.py runs; %s is a %s run and uses its own "
+          "vocab.txt and %s" % (flag, output_dir, tool, name), argument=flag)
+  seq = _sequence_length(max_seq_length or run_config.get("max_seq_length", 128), config)
+  if kind == "classifier":
+    is_pair, is_regression = _task_shape(run_config, path)
+    run_config = dict(run_config, is_pair=is_pair, is_regression=is_regression)
+    num = 1 if is_regression else len(_labels(run_config, path))
+    model = models.build_classifier(config, num)
+  elif kind == "squad":
+    model = models.build_question_answerer(config)
+  elif kind == "ner":
+    model = tagging_model.BertTokenClassifier(config, len(_labels(run_config, path)))
+  else:
+    model = multiple_choice_model.build_multiple_choice(config)
+  _restore(ckpt, "the %s model of %s (bert_config.json, %s)" % (kind, output_dir, name),
+           model=model)
+  return RunDir(output_dir, kind, config, run_config, model, model.encoder, own_vocab,
+                bool(run_config.get("do_lower_case", True)),
+                bool(run_config.get("preserve_unused_tokens", False)), seq, ckpt)
+
+
+def run_preprocessor(run: RunDir) -> preprocessing.BertPreprocessor:
+  """The run's :class:`BertPreprocessor` (vocab, casing, ``max_seq_length``).
+
+  Raises:
+    FineTunedDirError: a pretraining run without ``vocab_file``.
+  """
+  if not run.vocab_file:
+    raise FineTunedDirError(
+        "--vocab_file is required: %s is a run_pretraining.py run and keeps no "
+        "vocab.txt" % run.output_dir, argument="vocab_file")
+  kwargs = {}
+  if run.preserve_unused_tokens:
+    kwargs["preserve_unused_tokens"] = True
+  return preprocessing.BertPreprocessor(run.vocab_file, run.do_lower_case,
+                                        run.max_seq_length, **kwargs)
+
+
+def export_run(run: RunDir, what: Optional[str], export_dir: str,
+               version: Optional[int] = None) -> str:
+  """Writes ``export_dir/<version>/`` for ``run``; returns its path.
+
+  Args:
+    run: :func:`load_run`'s result.
+    what: one of :data:`WHATS` that fits the run (:data:`EXPORTS`), or None
+      for the run's own model (a pretraining run: ``encoder``).
+    export_dir: the model's base directory (TF Serving ``model_base_path``).
+    version: integer version; default the next free one.
+
+  Returns:
+    the path of the version directory (written under a temporary name and
+    renamed when whole).
+
+  Raises:
+    FineTunedDirError: ``what`` does not fit the run, or a pretraining run's
+      ``preprocessor`` / ``features`` without a vocab.
+    FileExistsError: that version already exists.
+    ValueError / bert_tf.errors.BertTfError: the exporter's checks (lengths).
+  """
+  allowed = EXPORTS[run.kind]
+  what = what or allowed[0]
+  if what not in allowed:
+    raise FineTunedDirError(
+        "--what=%s: %s is a %s run; it exports as %s" % (
+            what, run.output_dir, run.tool, ", ".join(allowed)), argument="what")
+  cfg = run.run_config
+  if what == "encoder":
+    return saved_model.export_encoder(run.encoder, export_dir, version,
+                                      run.max_seq_length)
+  pre = run_preprocessor(run)
+  if what == "preprocessor":
+    return saved_model.export_preprocessor(pre, export_dir, version)
+  if what == "features":
+    return features_export.export_encoder_all_layers(run.encoder, export_dir,
+                                                     version=version, preprocessor=pre)
+  if what == "classifier":
+    labels = None if cfg["is_regression"] else _labels(cfg, run.output_dir)
+    return saved_model.export_classifier(
+        run.model, pre, labels, export_dir, run.task_name, cfg["is_pair"], version,
+        is_regression=cfg["is_regression"])
+  if what == "squad":
+    params = inspect.signature(squad_export.export_squad).parameters
+    settings = {k: v for k, v in cfg.items() if k in params and k not in (
+        "model", "vocab_file", "do_lower_case", "export_dir", "max_seq_length",
+        "version")}
+    return squad_export.export_squad(
+        run.model, run.vocab_file, run.do_lower_case, export_dir,
+        max_seq_length=run.max_seq_length, version=version, **settings)
+  if what == "ner":
+    return tagging_export.export_tagger(
+        run.model, pre, _labels(cfg, run.output_dir), export_dir,
+        doc_stride=int(cfg.get("doc_stride", 64)), version=version)
+  return multiple_choice_export.export_multiple_choice(
+      run.model, pre, export_dir, int(cfg.get("num_choices") or 4), version)
+
+
+def load_fine_tuned(output_dir: str, checkpoint: Optional[str] = None,
+                    max_seq_length: Optional[int] = None) -> FineTuned:
   """Restores the classifier of a ``run_classifier.py --output_dir``.
 
   Args:
@@ -88,29 +419,8 @@ def load_fine_tuned(output_dir, checkpoint=None, max_seq_length=None):
     if not os.path.exists(os.path.join(output_dir, name)):
       raise FineTunedDirError("%s: missing %s (not a run_classifier.py "
                               "--output_dir?)" % (output_dir, name))
-  run_path = os.path.join(output_dir, RUN_CONFIG)
-  with open(run_path, encoding="utf-8") as f:
-    run = json.load(f)
-  config = config_lib.BertConfig.from_json_file(
-      os.path.join(output_dir, "bert_config.json"))
-  is_pair, is_regression = _task_shape(run, run_path)
-  labels = None if is_regression else list(run["labels"])
-  seq = int(max_seq_length or run["max_seq_length"])
-  if not 3 <= seq <= config.max_position_embeddings:
-    raise FineTunedDirError("--max_seq_length %d: must be in [3, %d]" %
-                            (seq, config.max_position_embeddings))
-  best = os.path.join(output_dir, BEST_DIR)
-  ckpt = checkpoint or (os.path.isdir(best) and tf.train.latest_checkpoint(best)
-                        ) or tf.train.latest_checkpoint(output_dir)
-  if not ckpt:
-    raise FineTunedDirError("%s: no checkpoint (ckpt-N.index) found" % output_dir)
-  if not tf.io.gfile.exists(ckpt + ".index"):
-    raise FineTunedDirError("--checkpoint %s: no such checkpoint (%s.index)" %
-                            (ckpt, ckpt))
-  model = classifier.build_classifier(config, 1 if is_regression else len(labels))
-  tf.train.Checkpoint(model=model).read(ckpt).expect_partial(
-      ).assert_existing_objects_matched()
-  pre = preprocessing.BertPreprocessor(os.path.join(output_dir, "vocab.txt"),
-                                       run.get("do_lower_case", True), seq)
-  return FineTuned(model, pre, labels, run.get("task_name", ""), is_pair,
-                   is_regression, ckpt)
+  run = load_run(output_dir, checkpoint, max_seq_length)
+  cfg = run.run_config
+  labels = None if cfg["is_regression"] else _labels(cfg, output_dir)
+  return FineTuned(run.model, run_preprocessor(run), labels, cfg.get("task_name", ""),
+                   cfg["is_pair"], cfg["is_regression"], run.checkpoint)

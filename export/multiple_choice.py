@@ -162,6 +162,7 @@ def export_multiple_choice(model, preprocessor: preprocessing.BertPreprocessor,
       "inputs": ["context", "endings"],
       "max_seq_length": preprocessor.max_seq_length,
       "do_lower_case": preprocessor.do_lower_case,
+      "preserve_unused_tokens": preprocessor.preserve_unused_tokens,
   }
   return saved_model._write_export(  # pylint: disable=protected-access
       module, {"serving_default": module.signature()}, export_dir, version,

@@ -347,6 +347,7 @@ def export_classifier(model, preprocessor, labels, export_dir, task_name="",
       "inputs": ["text_a", "text_b"] if is_pair else ["text"],
       "max_seq_length": preprocessor.max_seq_length,
       "do_lower_case": preprocessor.do_lower_case,
+      "preserve_unused_tokens": preprocessor.preserve_unused_tokens,
   }
   return _write_export(module, {"serving_default": module.signature()},
                        export_dir, version, metadata,
@@ -367,7 +368,9 @@ def export_preprocessor(preprocessor, export_dir, version=None):
   metadata = {"export": "preprocessor", "task": None, "labels": None,
               "is_pair": None, "max_seq_length": preprocessor.max_seq_length,
               "do_lower_case": preprocessor.do_lower_case,
-              "vocab_size": preprocessor.vocab_size}
+              "preserve_unused_tokens": preprocessor.preserve_unused_tokens,
+              "vocab_size": preprocessor.vocab_size,
+              "inputs": {"serving_default": ["text"], "pair": ["text_a", "text_b"]}}
   return _write_export(module, signatures, export_dir, version, metadata,
                        _text_requests("serving_default", False) +
                        _text_requests("pair", True))
@@ -401,7 +404,8 @@ def export_encoder(encoder, export_dir, version=None, max_seq_length=128):
               "is_pair": None, "max_seq_length": int(max_seq_length),
               "num_hidden_layers": config.num_hidden_layers,
               "hidden_size": config.hidden_size,
-              "max_position_embeddings": config.max_position_embeddings}
+              "max_position_embeddings": config.max_position_embeddings,
+              "inputs": ["input_word_ids", "input_mask", "input_type_ids"]}
   return _write_export(module,
                        {"serving_default": module.serve.get_concrete_function()},
                        export_dir, version, metadata,

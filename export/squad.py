@@ -13,7 +13,10 @@ the TensorFlow graph, so TF Serving answers raw strings with no Python:
    joined and tokenized with byte offsets, and a cumulative byte-length table
    maps every word piece back to the code points of the ORIGINAL context it
    came from ("Café" -> ``cafe`` -> ``Café``; deleted control characters and
-   stripped accents included).
+   stripped accents included). With the preprocessor's
+   ``preserve_unused_tokens`` the per-code-point pieces are
+   ``BertPreprocessor.normalize_chars``'s (vocab entries ``[unusedN]`` kept
+   whole, as the original's ``--preserve_unused_tokens``).
 2. **windows** (the original's doc-stride loop): ``m = max_seq_length -
    len(query) - 3`` context pieces per window, window ``k`` starts at
    ``k * min(m, doc_stride)``, the last window is the first that reaches the
@@ -178,7 +181,7 @@ class SquadServingModule(tf.Module):
       of each piece in ``context``.
     """
     chars = tf.strings.unicode_split(context, "UTF-8")            # [B, (C)]
-    norm = self.preprocessor.normalize(chars.flat_values)          # [N]
+    norm = self.preprocessor.normalize_chars(chars).flat_values    # [N]
     norm_len = tf.cast(tf.strings.length(norm), tf.int64)          # bytes
     cum_after = tf.cumsum(norm_len)                                # global
     row_bytes = tf.math.unsorted_segment_sum(norm_len, _row_ids(chars),
@@ -418,7 +421,8 @@ class SquadServingModule(tf.Module):
 def export_squad(model, vocab_file, do_lower_case, export_dir, max_seq_length=384,
                  doc_stride=128, max_query_length=64, max_answer_length=30,
                  version_2_with_negative=False, null_score_diff_threshold=0.0,
-                 version=None, n_best_size=20, max_windows=100):
+                 version=None, n_best_size=20, max_windows=100,
+                 preserve_unused_tokens=False):
   """Writes ``export_dir/<version>/``, a SQuAD SavedModel; returns its path.
 
   Args:
@@ -432,6 +436,8 @@ def export_squad(model, vocab_file, do_lower_case, export_dir, max_seq_length=38
     version: integer version; default
       :func:`bert_tf.export.saved_model.next_version`.
     max_windows: windows searched per context at most.
+    preserve_unused_tokens: the tokenizer keeps vocab entries ``[unusedN]``
+      whole (the original's ``--preserve_unused_tokens``).
 
   Returns:
     the path of the version directory.
@@ -441,7 +447,8 @@ def export_squad(model, vocab_file, do_lower_case, export_dir, max_seq_length=38
     errors.ParamsError: inconsistent lengths.
     tokenization.VocabError: a bad vocab.
   """
-  pre = preprocessing.BertPreprocessor(vocab_file, do_lower_case, max_seq_length)
+  pre = preprocessing.BertPreprocessor(vocab_file, do_lower_case, max_seq_length,
+                                       preserve_unused_tokens=preserve_unused_tokens)
   module = SquadServingModule(
       model, pre, doc_stride=doc_stride, max_query_length=max_query_length,
       max_answer_length=max_answer_length,
@@ -461,6 +468,7 @@ def export_squad(model, vocab_file, do_lower_case, export_dir, max_seq_length=38
       "version_2_with_negative": bool(version_2_with_negative),
       "null_score_diff_threshold": float(null_score_diff_threshold),
       "do_lower_case": bool(do_lower_case),
+      "preserve_unused_tokens": bool(preserve_unused_tokens),
       "offsets": "start_char/end_char: Unicode code points, end exclusive",
   }
   requests = [("serving_default", {"question": list(WARMUP_QUESTIONS),

@@ -221,6 +221,7 @@ def export_tagger(model, preprocessor, labels: Sequence[str], export_dir: str,
       "inputs": ["sentence"], "outputs": list(OUTPUTS),
       "max_seq_length": preprocessor.max_seq_length, "doc_stride": int(doc_stride),
       "max_windows": int(max_windows), "do_lower_case": preprocessor.do_lower_case,
+      "preserve_unused_tokens": preprocessor.preserve_unused_tokens,
       "offsets": "start_char/end_char: Unicode code points, end exclusive",
   }
   return saved_model._write_export(  # pylint: disable=protected-access

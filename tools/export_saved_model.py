@@ -1,77 +1,90 @@
-"""Exports a fine-tuned run (``run_classifier.py --output_dir``) as a SavedModel.
+r"""Exports a finished run directory as a TF Serving SavedModel.
 
-Reads ``bert_config.json``, ``vocab.txt``, ``classifier_config.json`` and the
-best dev model (``best/``, when the run kept one), else the latest
-checkpoint (or ``--checkpoint``) of ``--output_dir`` and writes
-``--export_dir/<version>/`` in TF Serving's layout:
+Any run works: ``run_classifier.py``, ``run_squad.py``, ``run_ner.py``,
+``run_swag.py`` and ``run_pretraining.py`` ``--output_dir``s. The run's kind
+comes from its own files (``classifier_config.json``, ``squad_config.json``,
+``ner_config.json``, ``swag_config.json``; only ``bert_config.json``: a
+pretraining run), and the model is rebuilt from them and from the best dev
+model (``best/``, when the run kept one), else the latest checkpoint (or
+``--checkpoint``). Writes ``--export_dir/<version>/`` in TF Serving's layout:
 
-  --what=classifier    strings in, probabilities/labels out (the default)
-  --what=preprocessor  strings in, input_word_ids/input_mask/input_type_ids out
-  --what=encoder       token ids in, sequence_output/pooled_output/
-                       encoder_outputs_<i> out
+  --what (default: the run's own model; a pretraining run: encoder)
+    classifier    text (or text_a, text_b) in, probabilities/labels out
+                  (regression: predictions)
+    squad         question, context in, answer + code-point offsets out
+    ner           sentence in, per-word tags and entity spans out
+    swag          context [B] + endings [B, N] in, probabilities out
+    preprocessor  strings in, input_word_ids/input_mask/input_type_ids out
+    encoder       token ids in, sequence_output/pooled_output/
+                  encoder_outputs_<i> out
+    features      strings in, every layer's hidden states out
 
-  python tools/export_saved_model.py --output_dir=/tmp/sst2 \
-    --export_dir=/tmp/sst2_export --what=classifier
+A pretraining run keeps no vocab: ``preprocessor`` and ``features`` take
+``--vocab_file`` (and ``--do_lower_case``) for it.
 
-See ``export/saved_model.py`` for the signatures.
+  bert-export-saved-model --output_dir=/tmp/sst2 --export_dir=/tmp/sst2_export
+  bert-export-saved-model --output_dir=/tmp/squad --export_dir=/tmp/squad_export
+  bert-export-saved-model --output_dir=/tmp/pretrain --export_dir=/tmp/features \
+    --what=features --vocab_file=vocab.txt
+
+Check an export with ``bert-predict-saved-model EXPORT_DIR ...``. See
+``export/fine_tuned.py`` for the run files and ``export/*.py`` for the
+signatures.
 """
-
-import sys
 
 from bert_tf.tools import _startup
 _startup.setup(tensorflow=True)
 
-from absl import app
-from absl import flags
+from absl import flags  # noqa: E402  pylint: disable=wrong-import-position
 
-from bert_tf import config as config_lib
-from bert_tf import tokenization
+from bert_tf.export import fine_tuned  # noqa: E402  pylint: disable=wrong-import-position
+from bert_tf.export import saved_model  # noqa: E402  pylint: disable=wrong-import-position
+from bert_tf.tools import _common  # noqa: E402  pylint: disable=wrong-import-position
+
+TOOL = "export_saved_model"
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("output_dir", None, "The run_classifier.py --output_dir to export.")
+flags.DEFINE_string("output_dir", None, "The run to export: the --output_dir of "
+                    "run_classifier.py, run_squad.py, run_ner.py, run_swag.py or "
+                    "run_pretraining.py.")
 flags.DEFINE_string("export_dir", None, "Writes EXPORT_DIR/<version>/.")
-flags.DEFINE_enum("what", "classifier", ["classifier", "preprocessor", "encoder"],
-                  "Which part to export.")
+flags.DEFINE_enum("what", None, list(fine_tuned.WHATS), "Which export (default: the run's own "
+                  "model: classifier, squad, ner or swag; encoder for a pretraining "
+                  "run). preprocessor, encoder and features fit every run.")
 flags.DEFINE_integer("max_seq_length", None,
-                     "Tokens per input (default: the run's max_seq_length).")
+                     "Tokens per input (default: the run's max_seq_length; 128 for "
+                     "a pretraining run).")
 flags.DEFINE_string("checkpoint", None, "Checkpoint prefix (default: best/ if "
                     "present, else the latest).")
 flags.DEFINE_integer("version", None, "Version number (default: next free).")
+flags.DEFINE_string("vocab_file", None, "A pretraining run's vocab (for --what="
+                    "preprocessor or features; fine-tuned runs use their vocab.txt).")
+flags.DEFINE_bool("do_lower_case", None, "A pretraining run's casing (default "
+                  "true; fine-tuned runs use their own).")
 flags.mark_flags_as_required(["output_dir", "export_dir"])
 
 
 def main(argv):
-  del argv
-  from bert_tf.export import fine_tuned  # pylint: disable=g-import-not-at-top
-  from bert_tf.export import saved_model  # pylint: disable=g-import-not-at-top
+  """absl main: one export, one summary line; one error line on bad input."""
+  if len(argv) > 1:
+    _common.fail(TOOL, ValueError("unexpected arguments: %s" % " ".join(argv[1:])))
   try:
-    run = fine_tuned.load_fine_tuned(FLAGS.output_dir, FLAGS.checkpoint,
-                                     FLAGS.max_seq_length)
-    if FLAGS.what == "classifier":
-      path = saved_model.export_classifier(
-          run.model, run.preprocessor, run.labels, FLAGS.export_dir,
-          run.task_name, run.is_pair, FLAGS.version,
-          is_regression=run.is_regression)
-    elif FLAGS.what == "preprocessor":
-      path = saved_model.export_preprocessor(run.preprocessor, FLAGS.export_dir,
-                                             FLAGS.version)
-    else:
-      path = saved_model.export_encoder(run.model.encoder, FLAGS.export_dir,
-                                        FLAGS.version,
-                                        run.preprocessor.max_seq_length)
-  except (fine_tuned.FineTunedDirError, config_lib.ConfigError,
-          tokenization.VocabError, FileExistsError, ValueError) as e:
-    _startup.fail("export_saved_model", e)
+    run = fine_tuned.load_run(FLAGS.output_dir, FLAGS.checkpoint, FLAGS.max_seq_length,
+                              FLAGS.vocab_file, FLAGS.do_lower_case)
+    what = FLAGS.what or fine_tuned.EXPORTS[run.kind][0]
+    path = fine_tuned.export_run(run, what, FLAGS.export_dir, FLAGS.version)
+  except _common.REPORTED as e:
+    _common.fail(TOOL, e)
   meta = saved_model.read_metadata(path)
   version = meta["min_tf_serving_version"]
   print("exported %s (%s, checkpoint %s) to %s; TF Serving %s" % (
-      FLAGS.what, run.task_name, run.checkpoint, path,
+      what, run.task_name, run.checkpoint, path,
       "any version (core ops only)" if version == "any" else ">= " + version))
 
 
 def run():
   """Console-script entry point."""
-  app.run(main)
+  _startup.run_app(main, __name__)
 
 
 if __name__ == "__main__":

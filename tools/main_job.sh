@@ -46,7 +46,7 @@ $PY tools/run_classifier.py --task_name=sst-2 --do_train --do_eval \
 echo "eval_results.txt:"; cat $OUT/classifier/eval_results.txt
 
 step "4/4 fresh process, only tensorflow + tensorflow_text: predictions from the SavedModel $OUT/export/1"
-$PY tools/predict_saved_model.py $OUT/export/1 \
+$PY tools/predict_saved_model.py --with_inputs $OUT/export/1 \
   "A gorgeous, witty, seductive movie." \
   "The plot is a mess and the acting is even worse." \
   "It's not a masterpiece, but it is never boring." \

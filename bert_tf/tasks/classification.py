@@ -19,27 +19,20 @@ after every epoch and the best model by the task's GLUE metric
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
 import os
-import shutil
 from typing import Optional
-import weakref
 
-from absl import logging
 import numpy as np
 import tensorflow as tf
 
 from bert_tf import checkpoints
-from bert_tf import config as config_lib
 from bert_tf import errors
 from bert_tf import io_utils
 from bert_tf import metrics as metrics_lib
-from bert_tf import preprocessing
 from bert_tf.data import classifier_data
 from bert_tf.modeling import models
 from bert_tf.params import field
-from bert_tf.tasks import base
+from bert_tf.tasks import fine_tuning
 
 RUN_CONFIG = "classifier_config.json"
 BEST_DIR = "best"  # the runner keeps the best dev model there
@@ -47,34 +40,21 @@ BEST_DIR = "best"  # the runner keeps the best dev model there
 BUCKETS = (16, 24, 32, 48, 64, 96)
 
 
-@dataclasses.dataclass
-class ClassifierParams:
+@dataclasses.dataclass(kw_only=True)
+class ClassifierParams(fine_tuning.FineTuningParams):
   """Flags of the original ``run_classifier.py`` (same names and defaults),
   plus the added ones; ``tools/run_classifier.py`` defines its flags from
-  these fields."""
+  these fields (the shared ones:
+  :class:`bert_tf.tasks.fine_tuning.FineTuningParams`)."""
   task_name: str = field(help="Task (case-insensitive), see bert_tf.data.classifier_data.task_names(). Default with --tfds_name: its GLUE task.")
   data_dir: Optional[str] = field(help="Directory with the task files in the GLUE/XNLI layout (train.tsv, dev.tsv, test.tsv; MNLI dev_matched.tsv, ...).")
   output_dir: str = field(help="Where checkpoints and results go.")
   vocab_file: Optional[str] = field(None, "The vocabulary file of the pretrained model.")
   bert_config_file: Optional[str] = field(None, "bert_config.json of the pretrained model.")
   init_checkpoint: Optional[str] = field(None, "Initial weights: ours, original TF1, or a Hugging Face directory.")
-  do_lower_case: bool = field(True, "Whether to lower case the input text.")
-  preserve_unused_tokens: bool = field(False, "Keep vocab entries [unusedN] that stand alone in the text as whole tokens (the original's --preserve_unused_tokens; the usual way to add domain words to a vocab).")
   max_seq_length: int = field(128, "Maximum total input length in WordPiece tokens.")
-  train_batch_size: int = field(32, "Total batch size for training.")
   eval_batch_size: int = field(8, "Batch size for eval.")
-  predict_batch_size: int = field(8, "Batch size for predict.")
-  learning_rate: float = field(5e-5, "Peak learning rate (Adam).")
-  num_train_epochs: float = field(3.0, "Number of training epochs.")
-  warmup_proportion: float = field(0.1, "Fraction of steps for linear warm-up.")
-  save_checkpoints_steps: int = field(1000, "How often to save a checkpoint.")
-  keep_checkpoint_max: int = field(2, "Checkpoints kept.")
-  iterations_per_loop: int = field(50, "Steps per loop (and per progress line).")
-  optimizer: str = field("adamw_original", "Optimizer (default: the original AdamWeightDecay).", choices=("adamw_original", "adamw", "lamb"))
-  seed: int = field(12345, "Shuffle, dropout and initialization seed.")
-  export_dir: Optional[str] = field(None, "Export a SavedModel to EXPORT_DIR/<version>/.")
   bucket_by_length: bool = field(True, "Batch training examples of similar length (faster).")
-  dtype: str = field("float32", "Compute dtype policy.", choices=("float32", "mixed_bfloat16", "mixed_float16"))
   # Added task options (see bert_tf.data.classifier_data.get_task).
   xnli_language: str = field("en", "XNLI: language of multinli.train.<lang>.tsv and of the dev/test rows.")
   text_a_column: Optional[str] = field(None, "tsv/csv tasks: header name of the first text column.")
@@ -83,60 +63,21 @@ class ClassifierParams:
   labels: Optional[tuple] = field(None, "tsv/csv tasks: label names in id order (default: sorted train labels).")
   tfds_name: Optional[str] = field(None, "Read a prepared tensorflow-datasets GLUE set instead of --data_dir, e.g. glue/sst2.")
   tfds_data_dir: Optional[str] = field(None, "tensorflow-datasets data_dir holding --tfds_name (never downloaded).")
-  keep_best: bool = field(True, "With --do_train --do_eval: keep the best dev model in OUTPUT_DIR/best/.")
 
 
 def resolve_config_and_vocab(params):
-  """``(BertConfig, vocab_file)`` from the flags or a Hugging Face directory.
+  """``(BertConfig, vocab_file)`` from the flags or a Hugging Face directory
+  (:func:`bert_tf.tasks.fine_tuning.resolve_config_and_vocab`).
 
   Raises:
-    config_lib.ConfigError / ValueError: naming the flag that is missing.
+    ConfigError / VocabError: naming the flag that is missing.
   """
-  hf = params.init_checkpoint if (params.init_checkpoint and
-                                  checkpoints.is_hf_dir(params.init_checkpoint)) else None
-  if params.bert_config_file:
-    config = config_lib.BertConfig.from_json_file(params.bert_config_file)
-  elif hf:
-    config = checkpoints.read_hf_config(hf)
-  else:
-    raise errors.ConfigError("bert_config_file is required unless init_checkpoint "
-                             "is a Hugging Face BERT directory",
-                             argument="bert_config_file")
-  vocab_file = params.vocab_file or (os.path.join(hf, "vocab.txt") if hf else None)
-  if not vocab_file:
-    raise errors.VocabError("vocab_file is required unless init_checkpoint is a "
-                            "Hugging Face BERT directory", argument="vocab_file")
-  return config, vocab_file
+  return fine_tuning.resolve_config_and_vocab(params)
 
 
 build_classifier = models.build_classifier
-
-
-_PREDICT_FNS = weakref.WeakKeyDictionary()
-
-
-def predict_logits(model, dataset):
-  """Logits float32 [N, num_outputs] over a features-only or (features, y) dataset.
-
-  The traced step is cached per model (epochs' evaluations reuse it).
-  """
-  step = _PREDICT_FNS.get(model)
-  if step is None:
-    step = tf.function(lambda f: tf.cast(model(f, training=False), tf.float32),
-                       reduce_retracing=True)
-    _PREDICT_FNS[model] = step
-  out = []
-  for batch in dataset:
-    features = batch[0] if isinstance(batch, tuple) else batch
-    out.append(step(features).numpy())
-  return np.concatenate(out, 0)
-
-
-def softmax(logits):
-  """Row-wise softmax of float [N, K] logits (numpy, float64-safe)."""
-  z = logits - logits.max(-1, keepdims=True)
-  e = np.exp(z)
-  return e / e.sum(-1, keepdims=True)
+predict_logits = fine_tuning.predict_logits
+softmax = fine_tuning.softmax
 
 
 def task_from_params(params):
@@ -199,8 +140,7 @@ def evaluate(model, preprocessor, task, examples, batch_size, dataset=None):
     results.update(metrics_lib.compute(task.metrics, preds, y))
   else:
     y = np.asarray(examples.labels)
-    probs = softmax(logits.astype(np.float64))
-    results = {"loss": float(-np.log(probs[np.arange(len(y)), y] + 1e-12).mean())}
+    results = {"loss": fine_tuning.mean_cross_entropy(logits, y)}
     results.update(metrics_lib.compute(task.metrics, logits.argmax(-1), y))
   return results, logits
 
@@ -243,42 +183,7 @@ def write_predictions(output_dir, task, split, examples, outputs):
   return results_path, sub_path
 
 
-def _epoch_ends(num_examples, batch_size, epochs, total_steps):
-  """Global steps at which each epoch ends (the last is ``total_steps``)."""
-  per_epoch = num_examples / batch_size
-  ends = sorted({min(total_steps, max(1, int(round(per_epoch * k))))
-                 for k in range(1, int(math.ceil(epochs)) + 1)})
-  return [e for e in ends if e < total_steps] + [total_steps]
-
-
-def _labels_from_run_config(task, output_dir):
-  """A generic task with the labels a previous run recorded, or None."""
-  path = os.path.join(output_dir, RUN_CONFIG)
-  if not os.path.exists(path):
-    return None
-  with open(path, encoding="utf-8") as f:
-    labels = json.load(f).get("labels")
-  return dataclasses.replace(task, labels=tuple(labels)) if labels else None
-
-
-def _write_run_files(params, task, config, vocab_file):
-  """Config, vocab and run settings beside the checkpoints (for re-export)."""
-  config.to_json_file(os.path.join(params.output_dir, "bert_config.json"))
-  dst = os.path.join(params.output_dir, "vocab.txt")
-  if os.path.abspath(vocab_file) != os.path.abspath(dst):
-    with io_utils.atomic_output(dst) as tmp:
-      shutil.copyfile(vocab_file, tmp)
-  io_utils.atomic_write_text(
-      os.path.join(params.output_dir, RUN_CONFIG),
-      json.dumps({"task_name": task.name, "labels": list(task.labels),
-                  "do_lower_case": params.do_lower_case,
-                  "preserve_unused_tokens": params.preserve_unused_tokens,
-                  "max_seq_length": params.max_seq_length,
-                  "is_regression": task.is_regression,
-                  "is_pair": task.is_pair}, indent=2) + "\n")
-
-
-class ClassificationTask(base.Task):
+class ClassificationTask(fine_tuning.FineTuningTask):
   """Sentence(-pair) classification or regression as a
   :class:`bert_tf.tasks.base.Task`.
 
@@ -311,26 +216,18 @@ class ClassificationTask(base.Task):
   """
 
   example_unit = "examples"
-  run_files = ("bert_config.json", "vocab.txt", RUN_CONFIG)
+  run_config_file = RUN_CONFIG
 
   def __init__(self, params: ClassifierParams, do_train: bool = True,
                do_eval: bool = True, do_predict: bool = False):
     self.params = params
-    self.do_train = do_train
+    self._set_actions(do_train, do_eval, do_predict)
     data_task = task_from_params(params)
-    config, vocab_file = resolve_config_and_vocab(params)
-    if params.max_seq_length > config.max_position_embeddings:
-      raise errors.ParamsError(
-          "--max_seq_length %d exceeds max_position_embeddings %d" %
-          (params.max_seq_length, config.max_position_embeddings),
-          argument="max_seq_length")
-    self.preprocessor = preprocessing.BertPreprocessor(
-        vocab_file, params.do_lower_case, params.max_seq_length,
-        preserve_unused_tokens=params.preserve_unused_tokens)
-    config_lib.check_vocab_size(self.preprocessor.vocab_size, config, vocab_file)
+    self._set_preprocessor(*resolve_config_and_vocab(params))
     self.train = None
     if data_task.labels is None and not do_train:
-      data_task = _labels_from_run_config(data_task, params.output_dir) or data_task
+      labels = self.recorded_setting("labels")
+      data_task = dataclasses.replace(data_task, labels=tuple(labels)) if labels else data_task
     if do_train or data_task.labels is None:
       self.train = load_split(data_task, params, data_task.train)
       data_task, self.train = classifier_data.resolve_labels(data_task, self.train)
@@ -342,42 +239,22 @@ class ClassificationTask(base.Task):
     self.tests = ([(s, load_split(data_task, params, s)) for s in data_task.test]
                   if do_predict else [])
     self.data_task = data_task
-    self.config = config
-    self.vocab_file = vocab_file
     self.name = data_task.name
     self.best_metric = "eval_" + metrics_lib.main_metric(data_task.metrics)
-    self.train_batch_size = params.train_batch_size
-    self.num_train_steps = 1
-    if do_train:
-      self.num_train_steps = max(1, int(len(self.train) / params.train_batch_size
-                                        * params.num_train_epochs))
-
-  def eval_at_steps(self) -> list:
-    """The global steps at which each epoch ends (dev evaluation points)."""
-    if not self.do_train:
-      return []
-    return _epoch_ends(len(self.train), self.params.train_batch_size,
-                       self.params.num_train_epochs, self.num_train_steps)
-
-  def optimizer_spec(self) -> base.OptimizerSpec:
-    p = self.params
-    return base.OptimizerSpec(p.learning_rate, self.num_train_steps,
-                              int(self.num_train_steps * p.warmup_proportion),
-                              p.optimizer)
+    self._plan_steps(len(self.train) if do_train else 0)
 
   def build_model(self):
     return models.build_classifier(self.config, self.data_task.num_outputs)
 
-  def initialize(self, model):
-    if self.params.init_checkpoint:
-      return checkpoints.load_encoder_weights(model.encoder,
-                                              self.params.init_checkpoint)
-    if self.do_train:
-      logging.warning("no --init_checkpoint: fine-tuning from random weights")
-    return None
+  def load_weights(self, model, path):
+    return checkpoints.load_encoder_weights(model.encoder, path)
 
-  def write_run_files(self, output_dir: str) -> None:
-    _write_run_files(self.params, self.data_task, self.config, self.vocab_file)
+  def run_config(self) -> dict:
+    """``classifier_config.json``: ``task_name``, ``labels``, the tokenizer
+    settings, ``is_regression``, ``is_pair``."""
+    t = self.data_task
+    return dict(task_name=t.name, labels=list(t.labels), **self.tokenizer_settings(),
+                is_regression=t.is_regression, is_pair=t.is_pair)
 
   def train_dataset(self, batch_size, input_context):
     del input_context  # one worker reads all the examples
@@ -394,24 +271,9 @@ class ClassificationTask(base.Task):
     features, y = features
     logits = tf.cast(model(features, training=True), tf.float32)
     if self.data_task.is_regression:
-      loss = tf.square(logits[:, 0] - y)
-      sums = {}
-    else:
-      loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits)
-      correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), y),
-                        tf.float32)
-      sums = {"correct": tf.reduce_sum(correct)}
-    sums["loss_sum"] = tf.reduce_sum(loss)
-    sums["examples"] = tf.cast(tf.shape(y)[0], tf.float32)
-    return tf.reduce_sum(loss) / float(self.params.train_batch_size), sums
-
-  def train_metrics(self, sums):
-    if not sums.get("examples"):
-      return {}
-    out = {"loss": sums["loss_sum"] / sums["examples"]}
-    if "correct" in sums:
-      out["accuracy"] = sums["correct"] / sums["examples"]
-    return out
+      return self.example_loss(tf.square(logits[:, 0] - y))
+    loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits)
+    return self.example_loss(loss, logits, y)
 
   def evaluate(self, model, print_fn):
     out = {}

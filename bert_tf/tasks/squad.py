@@ -34,7 +34,6 @@ import json
 import math
 import os
 import random
-import shutil
 from typing import Callable, Optional
 import weakref
 
@@ -45,13 +44,12 @@ import tensorflow as tf
 from bert_tf import checkpoints
 from bert_tf import config as config_lib
 from bert_tf import errors
-from bert_tf import io_utils
 from bert_tf import squad_metrics
 from bert_tf import tokenization
 from bert_tf.data import squad as squad_data
 from bert_tf.modeling import models
 from bert_tf.params import field
-from bert_tf.tasks import base
+from bert_tf.tasks import fine_tuning
 
 RUN_CONFIG = "squad_config.json"
 PREDICTIONS_FILE = "predictions.json"
@@ -61,10 +59,12 @@ FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
 EPOCHS_OVER = ("examples", "features")
 
 
-@dataclasses.dataclass
-class SquadParams:
+@dataclasses.dataclass(kw_only=True)
+class SquadParams(fine_tuning.RunFlagsParams):
   """Flags of the original ``run_squad.py`` (same names and defaults), plus
-  the added ones; ``tools/run_squad.py`` defines its flags from these fields.
+  the added ones; ``tools/run_squad.py`` defines its flags from these fields
+  (the added ones shared with the other tasks:
+  :class:`bert_tf.tasks.fine_tuning.RunFlagsParams`).
 
   Example::
 
@@ -81,31 +81,23 @@ class SquadParams:
   do_train: bool = field(False, "Whether to run training.")
   do_predict: bool = field(False, "Whether to run prediction on --predict_file (and its official metrics when it has answers).")
   do_lower_case: bool = field(True, "Whether to lower case the input text. Should be True for uncased models and False for cased models.")
-  preserve_unused_tokens: bool = field(False, "Keep vocab entries [unusedN] that stand alone in the text as whole tokens (the original's --preserve_unused_tokens; the usual way to add domain words to a vocab).")
   max_seq_length: int = field(384, "The maximum total input sequence length after WordPiece tokenization.")
   doc_stride: int = field(128, "When splitting up a long document into chunks, how much stride to take between chunks.")
   max_query_length: int = field(64, "The maximum number of tokens for the question; longer questions are truncated.")
-  train_batch_size: int = field(32, "Total batch size for training.")
   predict_batch_size: int = field(8, "Total batch size for predictions.")
+  n_best_size: int = field(20, "The total number of n-best predictions to generate in the nbest_predictions.json output file.")
+  max_answer_length: int = field(30, "The maximum length of an answer that can be generated.")
+  verbose_logging: bool = field(False, "If true, all of the warnings related to data processing will be printed.")
+  version_2_with_negative: bool = field(False, "If true, the SQuAD examples contain some that do not have an answer.")
+  null_score_diff_threshold: float = field(0.0, "If null_score - best_non_null is greater than the threshold predict null.")
   learning_rate: float = field(5e-5, "The initial learning rate for Adam.")
   num_train_epochs: float = field(3.0, "Total number of training epochs to perform.")
   epochs_over: str = field("examples", "What --num_train_epochs counts: 'examples' (the original: int(questions / train_batch_size * epochs) steps, so an epoch trains on fewer windows than a long context makes) or 'features' (Hugging Face's Trainer: ceil(epochs * ceil(windows / train_batch_size)) steps, every window once per epoch).", choices=EPOCHS_OVER)
   warmup_proportion: float = field(0.1, "Proportion of training to perform linear learning rate warmup for.")
   save_checkpoints_steps: int = field(1000, "How often to save the model checkpoint.")
   iterations_per_loop: int = field(1000, "Steps per loop (and per progress line).")
-  n_best_size: int = field(20, "The total number of n-best predictions to generate in the nbest_predictions.json output file.")
-  max_answer_length: int = field(30, "The maximum length of an answer that can be generated.")
-  verbose_logging: bool = field(False, "If true, all of the warnings related to data processing will be printed.")
-  version_2_with_negative: bool = field(False, "If true, the SQuAD examples contain some that do not have an answer.")
-  null_score_diff_threshold: float = field(0.0, "If null_score - best_non_null is greater than the threshold predict null.")
   # Added.
-  keep_checkpoint_max: int = field(2, "Checkpoints kept.")
-  optimizer: str = field("adamw_original", "Optimizer (default: the original AdamWeightDecay).", choices=("adamw_original", "adamw", "lamb"))
   seed: int = field(12345, "Example shuffle, dropout and initialization seed (12345: the original's example order).")
-  export_dir: Optional[str] = field(None, "Export a SavedModel to EXPORT_DIR/<version>/.")
-  distribution_strategy: str = field("one_device", "tf.distribute strategy.", choices=("one_device", "mirrored", "multi_worker_mirrored", "tpu"))
-  dtype: str = field("float32", "Compute dtype policy.", choices=("float32", "mixed_bfloat16", "mixed_float16"))
-  deterministic: bool = field(False, "Enable TensorFlow op determinism (bit-identical reruns and resumes).")
   keep_best: bool = field(False, "Keep the model of the best evaluation in OUTPUT_DIR/best/ (evaluation runs once, after training).")
 
 
@@ -159,13 +151,6 @@ def steps_summary(num_steps: int, num_examples: int, num_features: int,
                                  num_examples))
 
 
-def _existing(path, argument):
-  """``path``, or InputError naming the flag when it does not exist."""
-  if not os.path.exists(path):
-    raise errors.InputError("%r does not exist" % path, argument=argument)
-  return path
-
-
 def resolve_config_and_vocab(params: SquadParams):
   """``(BertConfig, vocab_file)`` from the flags, a Hugging Face directory, or
   the files beside the checkpoint.
@@ -184,37 +169,10 @@ def resolve_config_and_vocab(params: SquadParams):
     InputError: a ``--vocab_file`` that does not exist.
   """
   ic = params.init_checkpoint
-  hf = ic if (ic and checkpoints.is_hf_dir(ic)) else None
-  config_file = params.bert_config_file
-  if config_file:
-    config = config_lib.BertConfig.from_json_file(config_file)
-  elif hf:
-    config = checkpoints.read_hf_config(hf)
-  else:
-    places = []
-    if ic:
-      places.append(ic if os.path.isdir(ic) else os.path.dirname(os.path.abspath(ic)))
-    places.append(params.output_dir)
-    found = [os.path.join(d, "bert_config.json") for d in places
-             if os.path.exists(os.path.join(d, "bert_config.json"))]
-    if not found:
-      raise errors.ConfigError("bert_config_file is required unless init_checkpoint "
-                               "is a Hugging Face BERT directory or has a "
-                               "bert_config.json beside it",
-                               argument="bert_config_file")
-    config_file = found[0]
-    config = config_lib.BertConfig.from_json_file(config_file)
-  vocab_file = params.vocab_file
-  if vocab_file:
-    _existing(vocab_file, "vocab_file")
-  else:
-    d = hf or os.path.dirname(os.path.abspath(config_file))
-    if os.path.exists(os.path.join(d, "vocab.txt")):
-      vocab_file = os.path.join(d, "vocab.txt")
-  if not vocab_file:
-    raise errors.VocabError("vocab_file is required unless init_checkpoint is a "
-                            "Hugging Face BERT directory", argument="vocab_file")
-  return config, vocab_file
+  beside = [ic if os.path.isdir(ic) else os.path.dirname(os.path.abspath(ic))] if ic else []
+  return fine_tuning.resolve_config_and_vocab(
+      params, config_dirs=beside + [params.output_dir], check_files=True,
+      not_found=" or has a bert_config.json beside it")
 
 
 def has_gold_answers(predict_file: str) -> bool:
@@ -319,7 +277,7 @@ def predict_logits(model, arrays: dict, batch_size: int,
   return np.concatenate(starts), np.concatenate(ends)
 
 
-class QuestionAnsweringTask(base.Task):
+class QuestionAnsweringTask(fine_tuning.FineTuningTask):
   """SQuAD span prediction as a :class:`bert_tf.tasks.base.Task`
   (original ``run_squad.py``: ``model_fn_builder``, ``input_fn_builder``,
   ``main``).
@@ -355,7 +313,7 @@ class QuestionAnsweringTask(base.Task):
   best_metric = "f1"
   example_unit = "features"
   resumable_input = True
-  run_files = ("bert_config.json", "vocab.txt", RUN_CONFIG)
+  run_config_file = RUN_CONFIG
 
   def __init__(self, params: SquadParams, do_train: bool = True,
                do_predict: bool = True):
@@ -372,18 +330,12 @@ class QuestionAnsweringTask(base.Task):
       raise errors.ParamsError("epochs_over must be one of %s, got %r"
                                % (", ".join(EPOCHS_OVER), p.epochs_over),
                                argument="epochs_over")
-    for name in ("train_batch_size", "predict_batch_size", "n_best_size",
-                 "max_answer_length"):
-      if getattr(p, name) <= 0:
-        raise errors.ParamsError("%s must be positive, got %d" % (name, getattr(p, name)),
-                                 argument=name)
+    fine_tuning.check_positive(p, ("train_batch_size", "predict_batch_size",
+                                   "n_best_size", "max_answer_length"))
     config, vocab_file = resolve_config_and_vocab(p)
-    if p.max_seq_length > config.max_position_embeddings:
-      raise errors.ParamsError(
-          "Cannot use sequence length %d because the BERT model was only "
-          "trained up to sequence length %d (max_position_embeddings)" %
-          (p.max_seq_length, config.max_position_embeddings),
-          argument="max_seq_length")
+    fine_tuning.check_max_seq_length(
+        p, config, "Cannot use sequence length %d because the BERT model was only "
+        "trained up to sequence length %d (max_position_embeddings)")
     self.tokenizer = tokenization.FullTokenizer(
         vocab_file, p.do_lower_case, preserve_unused_tokens=p.preserve_unused_tokens)
     config_lib.check_vocab_size(len(self.tokenizer.vocab), config, vocab_file)
@@ -415,7 +367,7 @@ class QuestionAnsweringTask(base.Task):
     self.predict_arrays = None
     self.has_answers = False
     if do_predict:
-      _existing(p.predict_file, "predict_file")
+      fine_tuning.existing(p.predict_file, "predict_file")
       self.has_answers = has_gold_answers(p.predict_file)
       self.predict_examples = self._read(p.predict_file, "predict_file",
                                          is_training=False)
@@ -425,7 +377,7 @@ class QuestionAnsweringTask(base.Task):
                                                with_positions=False)
 
   def _read(self, path, argument, is_training):
-    _existing(path, argument)
+    fine_tuning.existing(path, argument)
     try:
       return squad_data.read_squad_examples(
           path, is_training=is_training,
@@ -443,22 +395,11 @@ class QuestionAnsweringTask(base.Task):
 
   # --- set-up ------------------------------------------------------------
 
-  def optimizer_spec(self) -> base.OptimizerSpec:
-    p = self.params
-    return base.OptimizerSpec(p.learning_rate, self.num_train_steps,
-                              int(self.num_train_steps * p.warmup_proportion),
-                              p.optimizer)
-
   def build_model(self):
     return models.build_question_answerer(self.config)
 
-  def initialize(self, model):
-    if self.params.init_checkpoint:
-      return checkpoints.load_question_answerer_weights(model,
-                                                        self.params.init_checkpoint)
-    if self.do_train:
-      logging.warning("no --init_checkpoint: fine-tuning from random weights")
-    return None
+  def load_weights(self, model, path):
+    return checkpoints.load_question_answerer_weights(model, path)
 
   def serving_info(self) -> dict:
     """What a SQuAD export needs beside the model: ``vocab_file`` and the
@@ -472,18 +413,11 @@ class QuestionAnsweringTask(base.Task):
             "version_2_with_negative": p.version_2_with_negative,
             "null_score_diff_threshold": p.null_score_diff_threshold}
 
-  def write_run_files(self, output_dir: str) -> None:
-    """``bert_config.json``, ``vocab.txt`` and ``squad_config.json`` (the
-    windowing and answer settings) beside the checkpoints."""
-    self.config.to_json_file(os.path.join(output_dir, "bert_config.json"))
-    dst = os.path.join(output_dir, "vocab.txt")
-    if os.path.abspath(self.vocab_file) != os.path.abspath(dst):
-      with io_utils.atomic_output(dst) as tmp:
-        shutil.copyfile(self.vocab_file, tmp)
+  def run_config(self) -> dict:
+    """``squad_config.json``: the windowing and answer settings."""
     info = dict(self.serving_info())
     del info["vocab_file"]
-    io_utils.atomic_write_text(os.path.join(output_dir, RUN_CONFIG),
-                               json.dumps(dict(task="squad", **info), indent=2) + "\n")
+    return dict(task="squad", **info)
 
   # --- training ----------------------------------------------------------
 
@@ -518,14 +452,7 @@ class QuestionAnsweringTask(base.Task):
     out = model(x, training=True)
     loss = models.span_loss(out["start_logits"], out["end_logits"],
                             y["start_positions"], y["end_positions"])
-    sums = {"loss_sum": tf.reduce_sum(loss),
-            "examples": tf.cast(tf.shape(loss)[0], tf.float32)}
-    return tf.reduce_sum(loss) / float(self.params.train_batch_size), sums
-
-  def train_metrics(self, sums):
-    if not sums.get("examples"):
-      return {}
-    return {"loss": sums["loss_sum"] / sums["examples"]}
+    return self.example_loss(loss)
 
   # --- evaluation, prediction --------------------------------------------
 

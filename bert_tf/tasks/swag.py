@@ -25,73 +25,48 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
-import json
-import math
 import os
-import shutil
-from typing import Callable, Optional
-import weakref
+from typing import Optional
 
-from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import checkpoints
-from bert_tf import config as config_lib
 from bert_tf import errors
 from bert_tf import io_utils
 from bert_tf import preprocessing
 from bert_tf.data import swag as swag_data
 from bert_tf.modeling import multiple_choice
 from bert_tf.params import field
-from bert_tf.tasks import base
+from bert_tf.tasks import fine_tuning
 
 RUN_CONFIG = "swag_config.json"
 PREDICTIONS_FILE = "predictions.csv"
 
 
-@dataclasses.dataclass
-class SwagParams:
+@dataclasses.dataclass(kw_only=True)
+class SwagParams(fine_tuning.SplitFilesParams):
   """Flags of ``tools/run_swag.py``, named as the original
   ``run_classifier.py``'s. Defaults: the project's CPU recipe (max_seq_length 128,
   batch 16, learning rate 5e-5, 3 epochs, warm-up 0.1); the paper (section
   4.4) fine-tuned SWAG for 3 epochs at batch 16 with learning rate 2e-5.
+  The other fields: :class:`bert_tf.tasks.fine_tuning.SplitFilesParams`.
 
   Example::
 
     params = SwagParams(data_dir="data/mc_wikihow", output_dir="/tmp/swag",
                         init_checkpoint=HF_DIR, do_train=True, do_eval=True)
   """
-  output_dir: str = field(help="Where checkpoints, eval_results.txt and predictions.csv go.")
   data_dir: Optional[str] = field(None, "Directory of the SWAG-layout CSV files (--train_file, --dev_file and --test_file are relative to it).")
   train_file: str = field("train.csv", "Training CSV (SWAG layout: ...,sent1,sent2,...,ending0..ending<N-1>,label).")
   dev_file: str = field("dev.csv", "Dev CSV with labels (--do_eval).")
   test_file: str = field("test.csv", "CSV to predict (--do_predict; labels optional).")
-  vocab_file: Optional[str] = field(None, "The vocabulary file of the pretrained model (default: vocab.txt of a Hugging Face --init_checkpoint).")
-  bert_config_file: Optional[str] = field(None, "bert_config.json of the pretrained model (default: a Hugging Face --init_checkpoint's config.json).")
+  output_dir: str = field(help="Where checkpoints, eval_results.txt and predictions.csv go.")
   init_checkpoint: Optional[str] = field(None, "Initial weights: ours, an original TF1 checkpoint, or a Hugging Face BERT / BertForMultipleChoice directory.")
-  do_lower_case: bool = field(True, "Whether to lower case the input text.")
-  preserve_unused_tokens: bool = field(False, "Keep vocab entries [unusedN] that stand alone in the text as whole tokens (the original's --preserve_unused_tokens; the usual way to add domain words to a vocab).")
   max_seq_length: int = field(128, "Maximum length of each [CLS] context [SEP] ending [SEP] sequence in WordPiece tokens.")
-  do_train: bool = field(False, "Whether to fine-tune on --train_file.")
-  do_eval: bool = field(False, "Whether to score --dev_file (after every epoch when training).")
   do_predict: bool = field(False, "Whether to write predictions.csv for --test_file.")
   train_batch_size: int = field(16, "Total batch size for training (examples, each of N sequences).")
   eval_batch_size: int = field(8, "Batch size for eval.")
-  predict_batch_size: int = field(8, "Batch size for predict.")
-  learning_rate: float = field(5e-5, "Peak learning rate (Adam).")
-  num_train_epochs: float = field(3.0, "Number of training epochs.")
-  warmup_proportion: float = field(0.1, "Fraction of steps for linear warm-up.")
-  save_checkpoints_steps: int = field(1000, "How often to save a checkpoint.")
-  keep_checkpoint_max: int = field(2, "Checkpoints kept.")
-  iterations_per_loop: int = field(50, "Steps per loop (and per progress line).")
-  optimizer: str = field("adamw_original", "Optimizer (default: the original AdamWeightDecay).", choices=("adamw_original", "adamw", "lamb"))
-  seed: int = field(12345, "Shuffle, dropout and initialization seed.")
   export_dir: Optional[str] = field(None, "Export a SavedModel (context + endings strings in, probabilities out) to EXPORT_DIR/<version>/.")
-  distribution_strategy: str = field("one_device", "tf.distribute strategy.", choices=("one_device", "mirrored", "multi_worker_mirrored", "tpu"))
-  dtype: str = field("float32", "Compute dtype policy.", choices=("float32", "mixed_bfloat16", "mixed_float16"))
-  deterministic: bool = field(False, "Enable TensorFlow op determinism (bit-identical reruns and resumes).")
-  keep_best: bool = field(True, "With --do_train --do_eval: keep the best dev model in OUTPUT_DIR/best/.")
   max_examples: Optional[int] = field(None, "Read at most this many examples of each file (quick runs).")
 
 
@@ -103,43 +78,14 @@ def resolve_config_and_vocab(params: SwagParams):
     ConfigError / VocabError: naming the flag that is missing;
     InputError: a ``--vocab_file`` that does not exist.
   """
-  ic = params.init_checkpoint
-  hf = ic if (ic and checkpoints.is_hf_dir(ic)) else None
-  if params.bert_config_file:
-    config_file = params.bert_config_file
-    if not os.path.exists(config_file):
-      raise errors.ConfigError("%r does not exist" % config_file,
-                               argument="bert_config_file")
-    config = config_lib.BertConfig.from_json_file(config_file)
-  elif hf:
-    config_file, config = os.path.join(hf, "config.json"), checkpoints.read_hf_config(hf)
-  elif os.path.exists(os.path.join(params.output_dir, "bert_config.json")):
-    config_file = os.path.join(params.output_dir, "bert_config.json")
-    config = config_lib.BertConfig.from_json_file(config_file)
-  else:
-    raise errors.ConfigError("bert_config_file is required unless init_checkpoint "
-                             "is a Hugging Face BERT directory",
-                             argument="bert_config_file")
-  vocab_file = params.vocab_file
-  if vocab_file and not os.path.exists(vocab_file):
-    raise errors.InputError("%r does not exist" % vocab_file, argument="vocab_file")
-  if not vocab_file:
-    d = hf or os.path.dirname(os.path.abspath(config_file))
-    if os.path.exists(os.path.join(d, "vocab.txt")):
-      vocab_file = os.path.join(d, "vocab.txt")
-  if not vocab_file:
-    raise errors.VocabError("vocab_file is required unless init_checkpoint is a "
-                            "Hugging Face BERT directory", argument="vocab_file")
-  return config, vocab_file
+  return fine_tuning.resolve_config_and_vocab(
+      params, config_dirs=(params.output_dir,), check_files=True, check_config=True)
 
 
-def data_path(params: SwagParams, name: str) -> str:
-  """The path of ``params.<name>`` (``train_file``, ...): as given when it
-  exists or is absolute, else under ``data_dir``."""
-  value = getattr(params, name)
-  if params.data_dir and not os.path.isabs(value) and not os.path.exists(value):
-    return os.path.join(params.data_dir, value)
-  return value
+data_path = fine_tuning.data_path
+epoch_ends = fine_tuning.epoch_ends
+predict_logits = fine_tuning.predict_logits
+softmax = fine_tuning.softmax
 
 
 def choices_dataset(preprocessor: preprocessing.BertPreprocessor, contexts, endings,
@@ -184,36 +130,12 @@ def choices_dataset(preprocessor: preprocessing.BertPreprocessor, contexts, endi
           .map(encode, num_parallel_calls=tf.data.AUTOTUNE).prefetch(2))
 
 
-_PREDICT_FNS = weakref.WeakKeyDictionary()
-
-
-def predict_logits(model, dataset) -> np.ndarray:
-  """Logits float32 [E, N] over a features-only or (features, labels) dataset
-  (the traced step is cached per model)."""
-  step = _PREDICT_FNS.get(model)
-  if step is None:
-    step = tf.function(lambda f: tf.cast(model(f, training=False), tf.float32),
-                       reduce_retracing=True)
-    _PREDICT_FNS[model] = step
-  out = [step(batch[0] if isinstance(batch, tuple) else batch).numpy()
-         for batch in dataset]
-  return np.concatenate(out, 0) if out else np.zeros([0, 0], np.float32)
-
-
-def softmax(logits: np.ndarray) -> np.ndarray:
-  """Row-wise softmax of float [E, N] logits (numpy)."""
-  z = logits - logits.max(-1, keepdims=True)
-  e = np.exp(z)
-  return e / e.sum(-1, keepdims=True)
-
-
 def accuracy_and_loss(logits: np.ndarray, labels) -> dict:
   """``{"accuracy", "loss"}``: the fraction of argmax == label and the mean
   softmax cross-entropy over the choices (paper section 4.4)."""
   y = np.asarray(labels, np.int64)
-  probs = softmax(logits.astype(np.float64))
   return {"accuracy": float((logits.argmax(-1) == y).mean()),
-          "loss": float(-np.log(probs[np.arange(len(y)), y] + 1e-12).mean())}
+          "loss": fine_tuning.mean_cross_entropy(logits, y)}
 
 
 def write_predictions(path: str, examples, logits: np.ndarray) -> str:
@@ -236,16 +158,7 @@ def write_predictions(path: str, examples, logits: np.ndarray) -> str:
   return path
 
 
-def epoch_ends(num_examples: int, batch_size: int, epochs: float,
-               total_steps: int) -> list:
-  """Global steps at which each epoch ends (the last is ``total_steps``)."""
-  per_epoch = num_examples / batch_size
-  ends = sorted({min(total_steps, max(1, int(round(per_epoch * k))))
-                 for k in range(1, int(math.ceil(epochs)) + 1)})
-  return [e for e in ends if e < total_steps] + [total_steps]
-
-
-class MultipleChoiceTask(base.Task):
+class MultipleChoiceTask(fine_tuning.FineTuningTask):
   """SWAG-style multiple choice as a :class:`bert_tf.tasks.base.Task`.
 
   Reads the CSV files on construction, so bad flags and files are reported
@@ -271,33 +184,16 @@ class MultipleChoiceTask(base.Task):
   name = "swag"
   best_metric = "eval_accuracy"
   example_unit = "examples"
-  run_files = ("bert_config.json", "vocab.txt", RUN_CONFIG)
+  run_config_file = RUN_CONFIG
 
   def __init__(self, params: SwagParams, do_train: Optional[bool] = None,
                do_eval: Optional[bool] = None, do_predict: Optional[bool] = None):
     self.params = p = params
-    self.do_train = p.do_train if do_train is None else do_train
-    self.do_eval = p.do_eval if do_eval is None else do_eval
-    self.do_predict = p.do_predict if do_predict is None else do_predict
-    for name in ("train_batch_size", "eval_batch_size", "predict_batch_size"):
-      if getattr(p, name) <= 0:
-        raise errors.ParamsError("%s must be positive, got %d" % (name, getattr(p, name)),
-                                 argument=name)
-    if p.max_examples is not None and p.max_examples <= 0:
-      raise errors.ParamsError("max_examples must be positive, got %d" % p.max_examples,
-                               argument="max_examples")
-    config, vocab_file = resolve_config_and_vocab(p)
-    if p.max_seq_length > config.max_position_embeddings:
-      raise errors.ParamsError(
-          "--max_seq_length %d exceeds max_position_embeddings %d" %
-          (p.max_seq_length, config.max_position_embeddings), argument="max_seq_length")
-    self.preprocessor = preprocessing.BertPreprocessor(
-        vocab_file, p.do_lower_case, p.max_seq_length,
-        preserve_unused_tokens=p.preserve_unused_tokens)
-    config_lib.check_vocab_size(self.preprocessor.vocab_size, config, vocab_file)
-    self.config = config
-    self.vocab_file = vocab_file
-    self.num_choices = self._run_num_choices()
+    self._set_actions(do_train, do_eval, do_predict)
+    fine_tuning.check_positive(p, ("train_batch_size", "eval_batch_size",
+                                   "predict_batch_size", "max_examples"))
+    self._set_preprocessor(*resolve_config_and_vocab(p))
+    self.num_choices = self.recorded_setting("num_choices")
     self.train = self._read("train_file", True) if self.do_train else []
     self.dev = self._read("dev_file", True) if self.do_eval else []
     self.test = self._read("test_file", False) if self.do_predict else []
@@ -308,18 +204,7 @@ class MultipleChoiceTask(base.Task):
     if self.dev:
       a, b, y = swag_data.choice_arrays(self.dev)
       self.dev_dataset = choices_dataset(self.preprocessor, a, b, y, p.eval_batch_size)
-    self.train_batch_size = p.train_batch_size
-    self.num_train_steps = 1
-    if self.do_train:
-      self.num_train_steps = max(1, int(len(self.train) / p.train_batch_size *
-                                        p.num_train_epochs))
-
-  def _run_num_choices(self):
-    path = os.path.join(self.params.output_dir, RUN_CONFIG)
-    if os.path.exists(path):
-      with open(path, encoding="utf-8") as f:
-        return json.load(f).get("num_choices")
-    return None
+    self._plan_steps(len(self.train))
 
   def _read(self, name, with_labels):
     path = data_path(self.params, name)
@@ -330,50 +215,21 @@ class MultipleChoiceTask(base.Task):
       self.num_choices = len(examples[0].endings)
     return examples
 
-  def eval_at_steps(self) -> list:
-    """The global steps at which each epoch ends (dev evaluation points)."""
-    if not self.do_train:
-      return []
-    return epoch_ends(len(self.train), self.params.train_batch_size,
-                      self.params.num_train_epochs, self.num_train_steps)
-
-  def optimizer_spec(self) -> base.OptimizerSpec:
-    p = self.params
-    return base.OptimizerSpec(p.learning_rate, self.num_train_steps,
-                              int(self.num_train_steps * p.warmup_proportion),
-                              p.optimizer)
-
   def build_model(self):
     return multiple_choice.build_multiple_choice(self.config)
 
-  def initialize(self, model):
-    if self.params.init_checkpoint:
-      return multiple_choice.load_multiple_choice_weights(model,
-                                                          self.params.init_checkpoint)
-    if self.do_train:
-      logging.warning("no --init_checkpoint: fine-tuning from random weights")
-    return None
+  def load_weights(self, model, path):
+    return multiple_choice.load_multiple_choice_weights(model, path)
 
   def serving_info(self) -> dict:
     """What an export needs beside the model: the ``preprocessor`` and
     ``num_choices``."""
     return {"preprocessor": self.preprocessor, "num_choices": self.num_choices or 4}
 
-  def write_run_files(self, output_dir: str) -> None:
-    """``bert_config.json``, ``vocab.txt`` and ``swag_config.json``
-    (``num_choices``, ``do_lower_case``, ``max_seq_length``) beside the
-    checkpoints."""
-    self.config.to_json_file(os.path.join(output_dir, "bert_config.json"))
-    dst = os.path.join(output_dir, "vocab.txt")
-    if os.path.abspath(self.vocab_file) != os.path.abspath(dst):
-      with io_utils.atomic_output(dst) as tmp:
-        shutil.copyfile(self.vocab_file, tmp)
-    io_utils.atomic_write_text(
-        os.path.join(output_dir, RUN_CONFIG),
-        json.dumps({"task": "swag", "num_choices": self.num_choices,
-                    "do_lower_case": self.params.do_lower_case,
-                    "preserve_unused_tokens": self.params.preserve_unused_tokens,
-                    "max_seq_length": self.params.max_seq_length}, indent=2) + "\n")
+  def run_config(self) -> dict:
+    """``swag_config.json``: ``num_choices``, ``do_lower_case``,
+    ``preserve_unused_tokens``, ``max_seq_length``."""
+    return dict(task="swag", num_choices=self.num_choices, **self.tokenizer_settings())
 
   # --- training ----------------------------------------------------------
 
@@ -388,18 +244,7 @@ class MultipleChoiceTask(base.Task):
     del totals
     x, y = features
     logits = tf.cast(model(x, training=True), tf.float32)
-    loss = multiple_choice.choice_loss(logits, y)
-    correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), y),
-                      tf.float32)
-    sums = {"loss_sum": tf.reduce_sum(loss), "correct": tf.reduce_sum(correct),
-            "examples": tf.cast(tf.shape(y)[0], tf.float32)}
-    return tf.reduce_sum(loss) / float(self.params.train_batch_size), sums
-
-  def train_metrics(self, sums):
-    if not sums.get("examples"):
-      return {}
-    return {"loss": sums["loss_sum"] / sums["examples"],
-            "accuracy": sums["correct"] / sums["examples"]}
+    return self.example_loss(multiple_choice.choice_loss(logits, y), logits, y)
 
   # --- evaluation, prediction --------------------------------------------
 

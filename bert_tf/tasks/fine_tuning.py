@@ -1,0 +1,398 @@
+"""What the fine-tuning tasks share (classification, SQuAD, SWAG, NER).
+
+* Params: :class:`FineTuningParams`, the flags every fine-tuning tool has
+  (the original ``run_classifier.py``'s names, defaults and help);
+  :class:`RunFlagsParams` adds ``--distribution_strategy`` and
+  ``--deterministic`` (SQuAD, SWAG, NER); :class:`SplitFilesParams` adds
+  ``--do_train`` and ``--do_eval`` of a train and a dev file (SWAG, NER). A
+  task's params class subclasses one and redeclares a field only where its
+  default or help differs (a redeclared field keeps its place; the tools
+  list their flags by name).
+* Files: :func:`resolve_config_and_vocab` (the model's config and vocab from
+  the flags, a Hugging Face directory or the files of a finished run),
+  :func:`existing` (a named file that must exist), :func:`data_path` (a file
+  flag relative to ``--data_dir``), and :meth:`FineTuningTask.write_run_files`
+  (``bert_config.json``, ``vocab.txt`` and the task's settings file beside
+  the checkpoints, for re-export and prediction runs).
+* :class:`FineTuningTask`: the :class:`bert_tf.tasks.base.Task` parts that
+  are the same for every fine-tuning task: the optimizer schedule (linear
+  warm-up over ``warmup_proportion`` of the steps, the original
+  ``run_classifier.py`` step count), dev evaluation at every epoch's end,
+  initialization from ``--init_checkpoint``, the per-example loss and its
+  metrics.
+* Prediction: :func:`predict_logits` (one traced step per model) and
+  :func:`softmax`.
+
+Example::
+
+  @dataclasses.dataclass(kw_only=True)
+  class MyParams(fine_tuning.FineTuningParams):
+    output_dir: str = field(help="Where checkpoints go.")
+
+  class MyTask(fine_tuning.FineTuningTask):
+    run_config_file = "my_config.json"
+    def load_weights(self, model, path): ...
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import shutil
+from typing import Optional, Sequence
+import weakref
+
+from absl import logging
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import checkpoints
+from bert_tf import config as config_lib
+from bert_tf import errors
+from bert_tf import io_utils
+from bert_tf import preprocessing
+from bert_tf.params import field
+from bert_tf.tasks import base
+
+OPTIMIZERS = ("adamw_original", "adamw", "lamb")
+DTYPES = ("float32", "mixed_bfloat16", "mixed_float16")
+STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
+
+
+@dataclasses.dataclass(kw_only=True)
+class FineTuningParams:
+  """The flags every fine-tuning tool has; the defaults and help of the
+  original ``run_classifier.py`` (a task redeclares what differs)."""
+  # The model, its vocab and tokenization.
+  vocab_file: Optional[str] = field(None, "The vocabulary file of the pretrained model (default: vocab.txt of a Hugging Face --init_checkpoint).")
+  bert_config_file: Optional[str] = field(None, "bert_config.json of the pretrained model (default: a Hugging Face --init_checkpoint's config.json).")
+  do_lower_case: bool = field(True, "Whether to lower case the input text.")
+  preserve_unused_tokens: bool = field(False, "Keep vocab entries [unusedN] that stand alone in the text as whole tokens (the original's --preserve_unused_tokens; the usual way to add domain words to a vocab).")
+  # The training recipe.
+  train_batch_size: int = field(32, "Total batch size for training.")
+  learning_rate: float = field(5e-5, "Peak learning rate (Adam).")
+  num_train_epochs: float = field(3.0, "Number of training epochs.")
+  warmup_proportion: float = field(0.1, "Fraction of steps for linear warm-up.")
+  seed: int = field(12345, "Shuffle, dropout and initialization seed.")
+  optimizer: str = field("adamw_original", "Optimizer (default: the original AdamWeightDecay).", choices=OPTIMIZERS)
+  dtype: str = field("float32", "Compute dtype policy.", choices=DTYPES)
+  # Outputs, checkpoints and progress lines.
+  predict_batch_size: int = field(8, "Batch size for predict.")
+  export_dir: Optional[str] = field(None, "Export a SavedModel to EXPORT_DIR/<version>/.")
+  keep_best: bool = field(True, "With --do_train --do_eval: keep the best dev model in OUTPUT_DIR/best/.")
+  save_checkpoints_steps: int = field(1000, "How often to save a checkpoint.")
+  keep_checkpoint_max: int = field(2, "Checkpoints kept.")
+  iterations_per_loop: int = field(50, "Steps per loop (and per progress line).")
+
+
+@dataclasses.dataclass(kw_only=True)
+class RunFlagsParams(FineTuningParams):
+  """:class:`FineTuningParams` plus the strategy and determinism flags as
+  params fields (``tools/run_classifier.py`` defines its strategy flag
+  outside its params and has no ``--deterministic``)."""
+  distribution_strategy: str = field("one_device", "tf.distribute strategy.", choices=STRATEGIES)
+  deterministic: bool = field(False, "Enable TensorFlow op determinism (bit-identical reruns and resumes).")
+
+
+@dataclasses.dataclass(kw_only=True)
+class SplitFilesParams(RunFlagsParams):
+  """:class:`RunFlagsParams` of a task that reads a train, a dev and a test
+  file from ``data_dir`` (SWAG, NER; see :func:`data_path`), as
+  ``do_train`` / ``do_eval`` / ``do_predict`` ask."""
+  do_train: bool = field(False, "Whether to fine-tune on --train_file.")
+  do_eval: bool = field(False, "Whether to score --dev_file (after every epoch when training).")
+
+
+# --- files -----------------------------------------------------------------
+
+
+def existing(path: str, argument: str, error=errors.InputError) -> str:
+  """``path``, or ``error`` (InputError) naming the flag when it does not exist."""
+  if not os.path.exists(path):
+    raise error("%r does not exist" % path, argument=argument)
+  return path
+
+
+def data_path(params, name: str) -> str:
+  """The path of ``params.<name>`` (``train_file``, ...): as given when it
+  exists or is absolute, else under ``data_dir``."""
+  value = getattr(params, name)
+  if params.data_dir and not os.path.isabs(value) and not os.path.exists(value):
+    return os.path.join(params.data_dir, value)
+  return value
+
+
+def resolve_config_and_vocab(params, config_dirs: Sequence[str] = (),
+                             check_files: bool = False, check_config: bool = False,
+                             not_found: str = ""):
+  """``(BertConfig, vocab_file)`` from the flags, a Hugging Face directory,
+  or a ``bert_config.json`` found in one of ``config_dirs``.
+
+  The config: ``--bert_config_file``; else a Hugging Face
+  ``--init_checkpoint``'s ``config.json``; else the first
+  ``<dir>/bert_config.json`` of ``config_dirs`` that exists. The vocab:
+  ``--vocab_file``; else ``vocab.txt`` of the Hugging Face directory and,
+  with ``check_files``, beside the config (when it exists).
+
+  Args:
+    params: a params dataclass with ``init_checkpoint``,
+      ``bert_config_file`` and ``vocab_file``.
+    config_dirs: where to look for ``bert_config.json`` (a checkpoint's
+      directory, the ``output_dir`` of a finished run).
+    check_files: a ``--vocab_file`` must exist (InputError); the vocab
+      defaults to an existing ``vocab.txt`` only.
+    check_config: a ``--bert_config_file`` must exist (ConfigError).
+    not_found: added to the message when no config is found.
+
+  Raises:
+    ConfigError / VocabError: naming the flag that is missing;
+    InputError: with ``check_files``, a ``--vocab_file`` that does not exist.
+  """
+  ic = params.init_checkpoint
+  hf = ic if (ic and checkpoints.is_hf_dir(ic)) else None
+  config_file = params.bert_config_file
+  if config_file:
+    if check_config:
+      existing(config_file, "bert_config_file", errors.ConfigError)
+    config = config_lib.BertConfig.from_json_file(config_file)
+  elif hf:
+    config_file, config = os.path.join(hf, "config.json"), checkpoints.read_hf_config(hf)
+  else:
+    found = [os.path.join(d, "bert_config.json") for d in config_dirs
+             if os.path.exists(os.path.join(d, "bert_config.json"))]
+    if not found:
+      raise errors.ConfigError("bert_config_file is required unless init_checkpoint "
+                               "is a Hugging Face BERT directory" + not_found,
+                               argument="bert_config_file")
+    config_file = found[0]
+    config = config_lib.BertConfig.from_json_file(config_file)
+  vocab_file = params.vocab_file
+  if vocab_file:
+    if check_files:
+      existing(vocab_file, "vocab_file")
+  elif check_files:
+    d = hf or os.path.dirname(os.path.abspath(config_file))
+    if os.path.exists(os.path.join(d, "vocab.txt")):
+      vocab_file = os.path.join(d, "vocab.txt")
+  elif hf:
+    vocab_file = os.path.join(hf, "vocab.txt")
+  if not vocab_file:
+    raise errors.VocabError("vocab_file is required unless init_checkpoint is a "
+                            "Hugging Face BERT directory", argument="vocab_file")
+  return config, vocab_file
+
+
+def check_positive(params, names: Sequence[str]) -> None:
+  """ParamsError naming the first of ``names`` whose value is <= 0 (None
+  passes: an optional limit left unset)."""
+  for name in names:
+    value = getattr(params, name)
+    if value is not None and value <= 0:
+      raise errors.ParamsError("%s must be positive, got %d" % (name, value),
+                               argument=name)
+
+
+def check_max_seq_length(params, config: config_lib.BertConfig,
+                         message: str = "--max_seq_length %d exceeds "
+                         "max_position_embeddings %d") -> None:
+  """ParamsError when ``max_seq_length`` is longer than the model's
+  position table (``message`` % (max_seq_length, max_position_embeddings))."""
+  if params.max_seq_length > config.max_position_embeddings:
+    raise errors.ParamsError(
+        message % (params.max_seq_length, config.max_position_embeddings),
+        argument="max_seq_length")
+
+
+def epoch_ends(num_examples: int, batch_size: int, epochs: float,
+               total_steps: int) -> list:
+  """Global steps at which each epoch ends (the last is ``total_steps``)."""
+  per_epoch = num_examples / batch_size
+  ends = sorted({min(total_steps, max(1, int(round(per_epoch * k))))
+                 for k in range(1, int(math.ceil(epochs)) + 1)})
+  return [e for e in ends if e < total_steps] + [total_steps]
+
+
+# --- prediction ------------------------------------------------------------
+
+_PREDICT_FNS = weakref.WeakKeyDictionary()
+
+
+def predict_step(model):
+  """The traced ``features -> float32 logits`` call of ``model`` (inference
+  mode), cached per model (epochs' evaluations reuse it)."""
+  step = _PREDICT_FNS.get(model)
+  if step is None:
+    step = tf.function(lambda f: tf.cast(model(f, training=False), tf.float32),
+                       reduce_retracing=True)
+    _PREDICT_FNS[model] = step
+  return step
+
+
+def predict_logits(model, dataset) -> np.ndarray:
+  """Logits float32 [N, ...] over a features-only or (features, labels)
+  dataset (an empty one: float32 [0, 0])."""
+  step = predict_step(model)
+  out = [step(batch[0] if isinstance(batch, tuple) else batch).numpy()
+         for batch in dataset]
+  return np.concatenate(out, 0) if out else np.zeros([0, 0], np.float32)
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+  """Row-wise softmax of float [N, K] logits (numpy, float64-safe)."""
+  z = logits - logits.max(-1, keepdims=True)
+  e = np.exp(z)
+  return e / e.sum(-1, keepdims=True)
+
+
+def mean_cross_entropy(logits: np.ndarray, labels) -> float:
+  """The mean softmax cross-entropy of float [N, K] logits and N int labels
+  (computed in float64)."""
+  y = np.asarray(labels, np.int64)
+  probs = softmax(logits.astype(np.float64))
+  return float(-np.log(probs[np.arange(len(y)), y] + 1e-12).mean())
+
+
+# --- the task ----------------------------------------------------------------
+
+
+class FineTuningTask(base.Task):
+  """A :class:`bert_tf.tasks.base.Task` fine-tuning a pretrained encoder.
+
+  A subclass sets ``params`` (a :class:`FineTuningParams`), ``config``,
+  ``vocab_file`` (:meth:`_set_preprocessor` sets both), ``do_train`` and
+  ``num_train_steps`` (:meth:`_plan_steps`: the original's count), names
+  its settings file (:attr:`run_config_file`, with :meth:`run_config`) and
+  loads ``--init_checkpoint`` (:meth:`load_weights`).
+
+  Attributes:
+    run_config_file: the task's settings file in the output directory
+      (``squad_config.json``, ...), written by :meth:`write_run_files`.
+    train_rows: training rows (examples, windows) per epoch, set by
+      :meth:`_plan_steps`; 0: no dev evaluation at epoch ends.
+  """
+
+  run_config_file: str = ""
+  train_rows: int = 0
+
+  @property
+  def run_files(self) -> tuple:
+    return ("bert_config.json", "vocab.txt", self.run_config_file)
+
+  # --- set-up ------------------------------------------------------------
+
+  def _set_actions(self, do_train=None, do_eval=None, do_predict=None) -> None:
+    """``do_train`` / ``do_eval`` / ``do_predict``: as given, else the
+    params' flags."""
+    p = self.params
+    self.do_train = p.do_train if do_train is None else do_train
+    self.do_eval = p.do_eval if do_eval is None else do_eval
+    self.do_predict = p.do_predict if do_predict is None else do_predict
+
+  def _set_preprocessor(self, config: config_lib.BertConfig, vocab_file: str) -> None:
+    """Checks ``max_seq_length`` against ``config``; sets ``config``,
+    ``vocab_file`` and ``preprocessor`` (the in-graph
+    :class:`bert_tf.preprocessing.BertPreprocessor`, its vocab checked
+    against the model's ``vocab_size``)."""
+    p = self.params
+    check_max_seq_length(p, config)
+    self.preprocessor = preprocessing.BertPreprocessor(
+        vocab_file, p.do_lower_case, p.max_seq_length,
+        preserve_unused_tokens=p.preserve_unused_tokens)
+    config_lib.check_vocab_size(self.preprocessor.vocab_size, config, vocab_file)
+    self.config = config
+    self.vocab_file = vocab_file
+
+  def _plan_steps(self, rows: int) -> None:
+    """Sets ``train_rows`` (training rows per epoch), ``train_batch_size``
+    and ``num_train_steps``: the original ``run_classifier.py`` count
+    ``int(rows / train_batch_size * num_train_epochs)``, at least 1 (1
+    without training)."""
+    p = self.params
+    self.train_rows = rows
+    self.train_batch_size = p.train_batch_size
+    self.num_train_steps = 1
+    if self.do_train:
+      self.num_train_steps = max(1, int(rows / p.train_batch_size * p.num_train_epochs))
+
+  def eval_at_steps(self) -> list:
+    """The global steps at which each epoch ends (dev evaluation points;
+    none without training or :attr:`train_rows`)."""
+    if not self.do_train or not self.train_rows:
+      return []
+    return epoch_ends(self.train_rows, self.params.train_batch_size,
+                      self.params.num_train_epochs, self.num_train_steps)
+
+  def optimizer_spec(self) -> base.OptimizerSpec:
+    p = self.params
+    return base.OptimizerSpec(p.learning_rate, self.num_train_steps,
+                              int(self.num_train_steps * p.warmup_proportion),
+                              p.optimizer)
+
+  def load_weights(self, model, path: str) -> Optional[str]:
+    """Loads ``--init_checkpoint`` ``path`` into ``model``; returns what was
+    loaded (for the log)."""
+    raise NotImplementedError
+
+  def initialize(self, model):
+    if self.params.init_checkpoint:
+      return self.load_weights(model, self.params.init_checkpoint)
+    if self.do_train:
+      logging.warning("no --init_checkpoint: fine-tuning from random weights")
+    return None
+
+  def recorded_setting(self, key: str):
+    """``key`` of the :attr:`run_config_file` that a finished run left in
+    ``output_dir``, or None (no such file or key)."""
+    path = os.path.join(self.params.output_dir, self.run_config_file)
+    if not os.path.exists(path):
+      return None
+    with open(path, encoding="utf-8") as f:
+      return json.load(f).get(key)
+
+  def run_config(self) -> dict:
+    """The settings written to :attr:`run_config_file` (what re-export and
+    a prediction run need beside the checkpoint)."""
+    raise NotImplementedError
+
+  def tokenizer_settings(self) -> dict:
+    """``do_lower_case``, ``preserve_unused_tokens``, ``max_seq_length``."""
+    p = self.params
+    return {"do_lower_case": p.do_lower_case,
+            "preserve_unused_tokens": p.preserve_unused_tokens,
+            "max_seq_length": p.max_seq_length}
+
+  def write_run_files(self, output_dir: str) -> None:
+    """``bert_config.json``, ``vocab.txt`` and :attr:`run_config_file`
+    (:meth:`run_config`) beside the checkpoints, atomically."""
+    self.config.to_json_file(os.path.join(output_dir, "bert_config.json"))
+    dst = os.path.join(output_dir, "vocab.txt")
+    if os.path.abspath(self.vocab_file) != os.path.abspath(dst):
+      with io_utils.atomic_output(dst) as tmp:
+        shutil.copyfile(self.vocab_file, tmp)
+    io_utils.atomic_write_text(os.path.join(output_dir, self.run_config_file),
+                               json.dumps(self.run_config(), indent=2) + "\n")
+
+  # --- training ----------------------------------------------------------
+
+  def example_loss(self, loss, logits=None, labels=None):
+    """``(loss, sums)`` of per-example losses float32 [B]: their sum divided
+    by the global batch, and the counters ``loss_sum``, ``examples`` and,
+    with ``logits`` [B, K] and int32 ``labels`` [B], ``correct`` (argmax ==
+    label)."""
+    sums = {"loss_sum": tf.reduce_sum(loss),
+            "examples": tf.cast(tf.shape(loss)[0], tf.float32)}
+    if logits is not None:
+      sums["correct"] = tf.reduce_sum(tf.cast(
+          tf.equal(tf.argmax(logits, -1, output_type=tf.int32), labels), tf.float32))
+    return tf.reduce_sum(loss) / float(self.params.train_batch_size), sums
+
+  def train_metrics(self, sums):
+    """``loss`` (and ``accuracy`` with ``correct``) per example."""
+    if not sums.get("examples"):
+      return {}
+    out = {"loss": sums["loss_sum"] / sums["examples"]}
+    if "correct" in sums:
+      out["accuracy"] = sums["correct"] / sums["examples"]
+    return out

@@ -177,3 +177,19 @@ def task_main(tool: str, params_cls, job: typing.Callable,
       fail(tool, e)
 
   return main
+
+
+def fine_tuning_tool(tool: str, tool_module: str, params_cls, job: typing.Callable,
+                     exporter: typing.Callable) -> tuple:
+  """Flags (:func:`define_task_flags`), ``main`` (:func:`task_main`) and the
+  console-script entry ``run`` of a tool that trains, evaluates, predicts and
+  exports one task (``run_ner``, ``run_swag``): at least one of
+  ``--do_train``, ``--do_eval``, ``--do_predict``, ``--export_dir``.
+
+  Returns:
+    ``(main, run)``.
+  """
+  define_task_flags(params_cls, tool_module)
+  main = task_main(tool, params_cls, job,
+                   ("do_train", "do_eval", "do_predict", "export_dir"), exporter=exporter)
+  return main, lambda: _startup.run_app(main, tool_module)

@@ -14,11 +14,13 @@ from absl import flags
 FLAGS = flags.FLAGS
 
 
-def define_text_input_flags(output_help: str) -> None:
+def define_text_input_flags(tool_module: str, output_help: str) -> None:
   """``--input_file``, ``--output_file``, ``--vocab_file``, ``--do_lower_case``,
-  ``--preserve_unused_tokens`` and ``--progress`` (the first three required).
+  ``--preserve_unused_tokens`` and ``--progress`` (the first three required),
+  key flags of the tool (``--helpshort`` lists them).
 
   Args:
+    tool_module: the tool's ``__name__``.
     output_help: the help of ``--output_file`` (it differs per tool).
   """
   flags.DEFINE_string("input_file", None,
@@ -35,6 +37,9 @@ def define_text_input_flags(output_help: str) -> None:
                     "Show a progress bar (elapsed, rate, ETA) on stderr when it is "
                     "a terminal.")
   flags.mark_flags_as_required(["input_file", "output_file", "vocab_file"])
+  module = sys.argv[0] if tool_module == "__main__" else tool_module
+  for flag in FLAGS.get_key_flags_for_module(__name__):
+    FLAGS.register_key_flag_for_module(module, flag)
 
 
 class ProgressBar:

@@ -37,10 +37,9 @@ from bert_tf.data.pretraining import faithful
 from bert_tf.data.pretraining import sharded
 
 FLAGS = flags.FLAGS
-_text_input.define_text_input_flags(
-    "Output TFRecord file (or comma-separated list); in scalable mode the "
-    "prefix of the shard files <output_file>-00000-of-0000N.")
-flags.adopt_module_key_flags(_text_input)
+_text_input.define_text_input_flags(__name__, "Output TFRecord file (or comma-separated "
+                                    "list); in scalable mode the prefix of the shard "
+                                    "files <output_file>-00000-of-0000N.")
 flags.DEFINE_bool("do_whole_word_mask", False,
                   "Whether to use whole word masking rather than per-WordPiece masking "
                   "(faithful mode only).")

@@ -22,11 +22,10 @@ from bert_tf import errors
 from bert_tf.tools import _text_input
 from bert_tf.data.pretraining import dynamic
 
-FLAGS = flags.FLAGS
 _text_input.define_text_input_flags(
-    "Output TFRecord file (or comma-separated list: documents are written "
-    "round-robin over them).")
-flags.adopt_module_key_flags(_text_input)
+    __name__, "Output TFRecord file (or comma-separated list: documents are "
+    "written round-robin over them).")
+FLAGS = flags.FLAGS
 
 
 def main(argv):

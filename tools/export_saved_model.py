@@ -41,8 +41,6 @@ from bert_tf.export import fine_tuned  # noqa: E402  pylint: disable=wrong-impor
 from bert_tf.export import saved_model  # noqa: E402  pylint: disable=wrong-import-position
 from bert_tf.tools import _common  # noqa: E402  pylint: disable=wrong-import-position
 
-TOOL = "export_saved_model"
-
 FLAGS = flags.FLAGS
 flags.DEFINE_string("output_dir", None, "The run to export: the --output_dir of "
                     "run_classifier.py, run_squad.py, run_ner.py, run_swag.py or "
@@ -63,6 +61,7 @@ flags.DEFINE_bool("do_lower_case", None, "A pretraining run's casing (default "
                   "true; fine-tuned runs use their own).")
 flags.mark_flags_as_required(["output_dir", "export_dir"])
 
+TOOL = "export_saved_model"
 
 def main(argv):
   """absl main: one export, one summary line; one error line on bad input."""

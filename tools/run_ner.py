@@ -29,35 +29,22 @@ resumes.
 from bert_tf.tools import _startup
 _startup.setup(tensorflow=True)
 
-from absl import flags
-
 from bert_tf.tools import _common
 from bert_tf import jobs
 from bert_tf.tasks import tagging
 
-FLAGS = flags.FLAGS
-_common.define_task_flags(tagging.NerParams, __name__)
-
-TOOL = "run_ner"
-
 
 def export_tagger(model, task):
-  """The export hook: the fine-tuned model with its preprocessing, as a TF
-  Serving SavedModel version under ``--export_dir``."""
+  """The export hook: the tagger with its word-piece windows
+  (:func:`bert_tf.export.export_tagger`) under ``--export_dir``."""
   from bert_tf.export import tagging as tagging_export  # pylint: disable=g-import-not-at-top
-  return tagging_export.export_tagger(
-      model, task.preprocessor, task.labels, task.params.export_dir,
-      doc_stride=task.params.doc_stride)
+  return tagging_export.export_tagger(model, task.preprocessor, task.labels,
+                                      task.params.export_dir,
+                                      doc_stride=task.params.doc_stride)
 
 
-main = _common.task_main(TOOL, tagging.NerParams, jobs.run_ner,
-                         ("do_train", "do_eval", "do_predict", "export_dir"),
-                         exporter=export_tagger)
-
-
-def run():
-  """Console-script entry point."""
-  _startup.run_app(main, __name__)
+main, run = _common.fine_tuning_tool("run_ner", __name__, tagging.NerParams,
+                                     jobs.run_ner, export_tagger)  # run: console script
 
 
 if __name__ == "__main__":

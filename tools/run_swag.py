@@ -27,35 +27,22 @@ files), an original TF1 checkpoint or ours. Restarting with the same
 from bert_tf.tools import _startup
 _startup.setup(tensorflow=True)
 
-from absl import flags
-
 from bert_tf.tools import _common
 from bert_tf import jobs
 from bert_tf.tasks import swag
 
-FLAGS = flags.FLAGS
-_common.define_task_flags(swag.SwagParams, __name__)
-
-TOOL = "run_swag"
-
 
 def export_multiple_choice(model, task):
-  """The export hook: the fine-tuned model with its preprocessing, as a TF
-  Serving SavedModel version under ``--export_dir``."""
+  """The export hook (:func:`bert_tf.export.export_multiple_choice`:
+  ``context`` [B] + ``endings`` [B, N] in, probabilities out)."""
   from bert_tf.export import multiple_choice  # pylint: disable=g-import-not-at-top
+  n = task.num_choices or 4
   return multiple_choice.export_multiple_choice(
-      model, task.preprocessor, task.params.export_dir,
-      num_choices=task.num_choices or 4)
+      model, task.preprocessor, task.params.export_dir, num_choices=n)
 
 
-main = _common.task_main(TOOL, swag.SwagParams, jobs.run_swag,
-                         ("do_train", "do_eval", "do_predict", "export_dir"),
-                         exporter=export_multiple_choice)
-
-
-def run():
-  """Console-script entry point."""
-  _startup.run_app(main, __name__)
+main, run = _common.fine_tuning_tool("run_swag", __name__, swag.SwagParams,
+                                     jobs.run_swag, export_multiple_choice)
 
 
 if __name__ == "__main__":

@@ -63,6 +63,16 @@ def run_pretraining(config: config_lib.BertConfig,
     file, before any step where the flags and the first records show it.
   """
   task = pretraining.PretrainingTask(config, params)
+  task.check_inputs()  # bad flags and records are named before the baseline reads them
+  warning = pretraining.warmup_warning(params) if do_train else None
+  if warning:
+    print_fn(warning)
+  if do_train or do_eval:
+    token, accuracy = task.baseline()
+    print_fn("masked-LM baseline: always predicting the commonest masked token "
+             "(id %d) scores masked_lm_accuracy %.4f on this data "
+             "(commonest_token_accuracy in the log and TensorBoard); a model "
+             "at that number has learned only token frequencies" % (token, accuracy))
   return runner.Runner(runner.RunnerParams.from_params(params), print_fn).run(
       task, strategy, do_train=do_train, do_eval=do_eval, on_finish=on_finish)
 

@@ -180,6 +180,7 @@ def test_runner_params_from_task_params_by_name():
   assert runner.RunnerParams.from_params(p, seed=9).seed == 9
 
 
+@pytest.mark.slow  # three short runs (~25 s)
 def test_rerun_with_other_training_flags_is_refused(tmp_path):
   """A finished run rerun with the same flags says it is complete; with
   another learning rate it is refused, naming the flag and both values, and

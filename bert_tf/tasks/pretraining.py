@@ -368,7 +368,11 @@ class PretrainingTask(base.Task):
   def baseline(self) -> Tuple[int, float]:
     """:func:`commonest_token_accuracy` of the input (computed once)."""
     if self._baseline is None:
-      self._baseline = commonest_token_accuracy(self.params)
+      try:
+        self._baseline = commonest_token_accuracy(self.params)
+      except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+        self.explain_data_error(e)  # names the file and record
+        raise
     return self._baseline
 
   def train_metrics(self, sums):

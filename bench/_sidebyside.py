@@ -112,6 +112,24 @@ def hf_start(args, seed: int):
   return model_dir, tok
 
 
+def hf_optimizer(model, learning_rate: float, total_steps: int,
+                 warmup_proportion: float = 0.1) -> tuple:
+  """Hugging Face's fine-tuning optimizer: torch ``AdamW`` (eps 1e-6, weight
+  decay 0.01 except biases and LayerNorm weights) and the linear warm-up /
+  decay schedule over ``total_steps``. Returns ``(optimizer, scheduler)``."""
+  import torch  # pylint: disable=g-import-not-at-top
+  import transformers  # pylint: disable=g-import-not-at-top
+  no_decay = ("bias", "LayerNorm.weight")
+  named = list(model.named_parameters())
+  groups = [{"params": [p for nm, p in named if not any(s in nm for s in no_decay)],
+             "weight_decay": 0.01},
+            {"params": [p for nm, p in named if any(s in nm for s in no_decay)],
+             "weight_decay": 0.0}]
+  opt = torch.optim.AdamW(groups, lr=learning_rate, eps=1e-6)
+  return opt, transformers.get_linear_schedule_with_warmup(
+      opt, int(warmup_proportion * total_steps), total_steps)
+
+
 def hf_train(args, seed: int, model, x: dict, y, start: float) -> tuple:
   """Hugging Face's fine-tuning loop on CPU PyTorch: AdamW (epsilon 1e-6,
   weight decay 0.01 with LayerNorm and biases excluded), linear warm-up over
@@ -121,18 +139,10 @@ def hf_train(args, seed: int, model, x: dict, y, start: float) -> tuple:
   labels. Leaves ``model`` in eval mode; returns ``(steps, train_rate)``
   (:class:`SteadyRate`)."""
   import torch  # pylint: disable=g-import-not-at-top
-  import transformers  # pylint: disable=g-import-not-at-top
   n = len(y)
   steps_per_epoch = math.ceil(n / args.batch_size)
   total = steps_per_epoch * args.epochs
-  no_decay = ("bias", "LayerNorm.weight")
-  groups = [
-      {"params": [p for nm, p in model.named_parameters()
-                  if not any(s in nm for s in no_decay)], "weight_decay": 0.01},
-      {"params": [p for nm, p in model.named_parameters()
-                  if any(s in nm for s in no_decay)], "weight_decay": 0.0}]
-  opt = torch.optim.AdamW(groups, lr=args.learning_rate, eps=1e-6)
-  sched = transformers.get_linear_schedule_with_warmup(opt, int(0.1 * total), total)
+  opt, sched = hf_optimizer(model, args.learning_rate, total)
   gen = torch.Generator().manual_seed(seed)
   model.train()
   step = 0

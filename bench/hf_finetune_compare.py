@@ -28,6 +28,7 @@ import tempfile
 import time
 
 from _cpuinfo import cpu_line
+from _sidebyside import hf_optimizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -67,16 +68,7 @@ def run_hf(args):
 
   steps_per_epoch = len(tr_x) // args.batch_size
   total = steps_per_epoch * args.epochs
-  no_decay = ("bias", "LayerNorm.weight")
-  groups = [
-      {"params": [p for n, p in model.named_parameters()
-                  if not any(s in n for s in no_decay)], "weight_decay": 0.01},
-      {"params": [p for n, p in model.named_parameters()
-                  if any(s in n for s in no_decay)], "weight_decay": 0.0},
-  ]
-  opt = torch.optim.AdamW(groups, lr=args.learning_rate, eps=1e-6)
-  sched = transformers.get_linear_schedule_with_warmup(
-      opt, int(0.1 * total), total)
+  opt, sched = hf_optimizer(model, args.learning_rate, total)
 
   def batch(texts):
     return tok(texts, padding=True, truncation=True,

@@ -56,7 +56,7 @@ def test_warning_only_for_the_original_optimizer_with_a_short_warmup(records):
 def test_commonest_token_accuracy_counts_the_masked_ids(records):
   p = pretraining.PretrainingParams(input_file=records, output_dir="x", max_seq_length=64,
                                     max_predictions_per_seq=10, eval_batch_size=8)
-  token, acc = pretraining.commonest_token_accuracy(p, max_batches=10 ** 6)
+  token, acc = pretraining.commonest_token_accuracy(p, max_records=10 ** 6)
   counts, total = collections.Counter(), 0.0
   for r in read_records(records):
     for i, w in zip(r["masked_lm_ids"], r["masked_lm_weights"]):
@@ -66,6 +66,12 @@ def test_commonest_token_accuracy_counts_the_masked_ids(records):
   want_token, want_count = counts.most_common(1)[0]
   assert token == want_token and acc == pytest.approx(want_count / total, rel=1e-9)
   assert 0.02 < acc < 0.2  # real text: "the", ",", "." lead
+  # The same records whatever the batch size.
+  small = pretraining.commonest_token_accuracy(p, max_records=100)
+  for batch in (3, 64):
+    q = pretraining.PretrainingParams(input_file=records, output_dir="x", max_seq_length=64,
+                                      max_predictions_per_seq=10, eval_batch_size=batch)
+    assert pretraining.commonest_token_accuracy(q, max_records=100) == small
 
 
 @pytest.mark.slow  # a short training run

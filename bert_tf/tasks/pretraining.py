@@ -178,25 +178,28 @@ def warmup_warning(params) -> Optional[str]:
           "--num_warmup_steps>=1000" % (params.num_warmup_steps, ratio))
 
 
-def commonest_token_accuracy(params, max_batches: int = 50) -> Tuple[int, float]:
+def commonest_token_accuracy(params, max_records: int = 4096) -> Tuple[int, float]:
   """The masked-LM accuracy of always predicting the commonest masked token.
 
-  Counts ``masked_lm_ids`` (weighted by ``masked_lm_weights``) over an
-  ordered pass of at most ``max_batches`` eval batches of ``input_file``: a
-  model whose accuracy sits at this number has learned only token
-  frequencies (a stalled run).
+  Counts ``masked_lm_ids`` (weighted by ``masked_lm_weights``) over the
+  first ``max_records`` records of ``input_file`` in file order (the same
+  records whatever the batch size): a model whose accuracy sits at this
+  number has learned only token frequencies (a stalled run).
 
   Returns:
     ``(token_id, accuracy)``; ``(0, 0.0)`` when the data has no prediction.
   """
   ds = _dataset(params, params.eval_batch_size, False, None)
   counts = collections.Counter()
-  total = 0.0
-  for i, features in enumerate(ds):
-    if i >= max_batches:
+  total, seen = 0.0, 0
+  for features in ds:
+    if seen >= max_records:
       break
-    ids = features["masked_lm_ids"].numpy().reshape(-1)
-    weights = features["masked_lm_weights"].numpy().reshape(-1)
+    take = max_records - seen
+    ids = features["masked_lm_ids"].numpy()[:take]
+    weights = features["masked_lm_weights"].numpy()[:take]
+    seen += ids.shape[0]
+    ids, weights = ids.reshape(-1), weights.reshape(-1)
     for token, w in zip(ids[weights > 0].tolist(), weights[weights > 0].tolist()):
       counts[token] += w
     total += float(weights.sum())

@@ -35,6 +35,7 @@ from bert_tf import _import_hooks
 # bert_tf registers with keras.saving.register_keras_serializable.
 CLASSES: Dict[str, str] = {
     "bert_tf>AdamWeightDecay": "bert_tf.optimization",
+    "bert_tf>AdamW": "bert_tf.optimization",
     "bert_tf>WarmupLinearDecay": "bert_tf.optimization",
     "bert_tf>BertEmbeddings": "bert_tf.modeling.layers",
     "bert_tf>Dropout": "bert_tf.modeling.layers",

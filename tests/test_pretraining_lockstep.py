@@ -48,8 +48,6 @@ create_optimizer`` in a TF1 graph, the same initial weights and batches.
 Run with ``-s`` for the tables of the largest differences.
 """
 
-import os
-
 import numpy as np
 import pytest
 

@@ -12,6 +12,7 @@
 
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -222,7 +223,14 @@ def test_matches_the_original_script(tf1_model, tmp_path):
   proc = _tool(["--output_file=" + ours, "--export_dir=%s" % exports] + common)
   assert proc.returncode == 0, proc.stderr
   assert proc.stderr == "", proc.stderr  # quiet by default
-  assert proc.stdout == "extract_features: SavedModel written to %s\n" % (exports / "1")
+  lines = proc.stdout.splitlines()
+  assert len(lines) == 2, proc.stdout
+  wrote = re.fullmatch(r"extract_features: wrote (\d+) examples x 5 layers "
+                       r"\(-1,-2,-3,-4,0\) to %s in \d+\.\ds" % re.escape(ours), lines[0])
+  assert wrote, lines[0]
+  with open(ours, encoding="utf-8") as f:
+    assert int(wrote.group(1)) == len(f.read().splitlines())
+  assert lines[1] == "extract_features: SavedModel written to %s" % (exports / "1")
   with open(exports / "1" / "assets.extra" / "bert_tf_export.json") as f:
     assert json.load(f)["export"] == "encoder_all_layers"
   want, got = _read_json_lines(theirs), _read_json_lines(ours)

@@ -245,7 +245,7 @@ def test_multi_worker_mirrored_two_processes(records, tmp_path):
   assert sorted(os.listdir(out)) == sorted([
       "bert_config.json", "checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index",
       "ckpt-4.data-00000-of-00001", "ckpt-4.index", "train", "data-worker-0",
-      "data-worker-1"])
+      "data-worker-1", "train_flags.json"])
   reader = tf.train.load_checkpoint(os.path.join(out, "ckpt-4"))
   key = [k for k in reader.get_variable_to_shape_map()
          if k.startswith("encoder/") and "word_embeddings" in k and "OPTIMIZER" not in k]

@@ -105,9 +105,7 @@ def define_task_flags(params_cls, tool_module: str,
   """
   define_training_flags()  # --distribution_strategy defined once, here
   define_flags(params_cls, required=required)
-  module = sys.argv[0] if tool_module == "__main__" else tool_module
-  for flag in FLAGS.get_key_flags_for_module(__name__):
-    FLAGS.register_key_flag_for_module(module, flag)
+  _startup.register_key_flags(__name__, tool_module)
 
 
 def _flag(name):

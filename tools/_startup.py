@@ -113,6 +113,16 @@ def setup(tensorflow: bool = True) -> None:
   set_absl_defaults()
 
 
+def register_key_flags(from_module: str, tool_module: str) -> None:
+  """Makes the flags defined in ``from_module`` key flags of the tool (so
+  ``--helpshort`` lists them); ``"__main__"`` means ``sys.argv[0]``, as absl
+  looks it up."""
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  module = sys.argv[0] if tool_module == "__main__" else tool_module
+  for flag in flags.FLAGS.get_key_flags_for_module(from_module):
+    flags.FLAGS.register_key_flag_for_module(module, flag)
+
+
 def run_app(main, tool_module: str) -> None:
   """Runs ``absl.app.run(main)`` for a tool, as a console script too.
 
@@ -129,13 +139,11 @@ def run_app(main, tool_module: str) -> None:
     tool_module: the tool's ``__name__``.
   """
   from absl import app  # pylint: disable=g-import-not-at-top
-  from absl import flags  # pylint: disable=g-import-not-at-top
   main_module = sys.modules["__main__"]
   module = sys.modules[tool_module]
   if module is not main_module:
     main_module.__doc__ = module.__doc__
-    for flag in flags.FLAGS.get_key_flags_for_module(tool_module):
-      flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
+    register_key_flags(tool_module, "__main__")
   app.run(main)
 
 

@@ -11,6 +11,8 @@ from typing import Optional
 
 from absl import flags
 
+from bert_tf.tools import _startup
+
 FLAGS = flags.FLAGS
 
 
@@ -37,9 +39,7 @@ def define_text_input_flags(tool_module: str, output_help: str) -> None:
                     "Show a progress bar (elapsed, rate, ETA) on stderr when it is "
                     "a terminal.")
   flags.mark_flags_as_required(["input_file", "output_file", "vocab_file"])
-  module = sys.argv[0] if tool_module == "__main__" else tool_module
-  for flag in FLAGS.get_key_flags_for_module(__name__):
-    FLAGS.register_key_flag_for_module(module, flag)
+  _startup.register_key_flags(__name__, tool_module)
 
 
 class ProgressBar:

@@ -359,10 +359,9 @@ def restore_object_checkpoint(ckpt_path, source, **objects):
     # is deleted, TensorFlow would log one "Value in checkpoint could not be
     # found" line per variable (~1,160 for BASE) after this error.
     silence_unrestored_warnings()
-    lines = [l for l in str(e).splitlines() if l.strip()]
-    first = lines[0] if lines else type(e).__name__
     raise CheckpointError("%s: checkpoint %r does not fit the model (check "
-                          "--bert_config_file): %s" % (source, ckpt_path, first)) from None
+                          "--bert_config_file): %s"
+                          % (source, ckpt_path, errors.first_line(e))) from None
   return ckpt_path
 
 

@@ -67,3 +67,13 @@ class FineTunedDirError(BertTfError):
 
 class ParamsError(BertTfError):
   """Inconsistent run parameters (batch sizes, steps, lengths, dtypes)."""
+
+
+def first_line(error: BaseException, default: str = "") -> str:
+  """The first non-blank line of ``str(error)`` (a library's multi-line
+  message kept to one line), else ``default`` (the error's class name when
+  empty)."""
+  for line in str(error).splitlines():
+    if line.strip():
+      return line
+  return default or type(error).__name__

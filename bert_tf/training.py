@@ -393,10 +393,9 @@ def restore_latest(manager):
       manager.checkpoint.restore(latest).assert_existing_objects_matched().expect_partial()
     except (ValueError, AssertionError, tf.errors.OpError) as e:
       checkpoints.silence_unrestored_warnings()
-      lines = [l for l in str(e).splitlines() if l.strip()]
       raise errors.CheckpointError(
           "%s: the run's checkpoint does not fit the model the flags build "
           "(check --bert_config_file, or use a new --output_dir): %s"
-          % (latest, lines[0] if lines else type(e).__name__)) from None
+          % (latest, errors.first_line(e))) from None
     logging.info("Resumed from %s", latest)
   return latest

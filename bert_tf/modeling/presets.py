@@ -111,10 +111,9 @@ def load_keras_file(path: str) -> keras.Model:
     model = keras.models.load_model(path, compile=False)
   except (ValueError, TypeError, KeyError, OSError, zipfile.BadZipFile,
           json.JSONDecodeError) as e:
-    lines = [l for l in str(e).splitlines() if l.strip()]
     raise errors.CheckpointError(
         "%s is not a loadable .keras model of bert_tf (%s: %s)"
-        % (path, type(e).__name__, lines[0][:300] if lines else "no detail"),
+        % (path, type(e).__name__, errors.first_line(e, "no detail")[:300]),
         argument="preset") from None
   if not (hasattr(model, "blocks") or hasattr(getattr(model, "encoder", None), "blocks")):
     raise errors.CheckpointError(

@@ -56,6 +56,9 @@ the upstream change, verbatim, from google-research/bert master
 With ``--do_whole_word_mask=False`` (the default) the patched code draws the
 same random numbers as 1.0.4 (one-element index sets), so every job without
 the flag runs the released 1.0.4 behaviour.
+
+Single functions of the released, unpatched 1.0.4 (its document reader,
+``truncate_seq_pair``) run through ``tests/original_subprocess.py``.
 """
 
 import importlib.util

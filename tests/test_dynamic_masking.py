@@ -2,13 +2,13 @@
 
 Real text (the Austen slice) through ``tools/create_pretraining_documents.py``;
 statistics on >= 10,000 examples; invariants checked against the original
-rules (the oracle ``tests/reference_pretraining_data.py``, itself tested
-record-for-record against google-research/bert).
+rules. The documents and the truncation lengths are compared with the
+original code itself (bert-tensorflow 1.0.4's ``create_pretraining_data``,
+run in a subprocess by ``tests/original_subprocess.py``).
 """
 
 import glob
 import os
-import random
 
 import numpy as np
 import pytest
@@ -19,7 +19,7 @@ from bert_tf import errors
 from bert_tf.data.pretraining import dynamic as dm
 from bert_tf.data.pretraining import faithful
 from bert_tf.data.pretraining import input as pretraining_input
-import reference_pretraining_data as reference
+import original_subprocess
 from conftest import AUSTEN_SLICE, SAMPLE_TEXT, VOCAB, run_tool
 
 S, P = 128, 20
@@ -30,6 +30,43 @@ NUM_EXAMPLES = 10016  # 313 batches of 32
 @pytest.fixture(scope="module")
 def vocab_words():
   return list(tokenization.load_vocab(VOCAB).keys())
+
+
+# The truncation grid: lengths 1..39 of A and B, four budgets.
+TRUNCATE_CASES = [[a, b, m] for m in (2, 7, 30, 31) for a in range(1, 40)
+                  for b in range(1, 40)]
+
+
+# Two files of edge cases for the document reader: blank and whitespace-only
+# lines (document ends), lines that tokenize to nothing (dropped, no document
+# end), one-token lines, \r\n, a BOM, Unicode line separators inside a line,
+# no final newline, and a document that continues into the next file.
+EDGE_FILES = (
+    "\ufeff\n\n  \nOne\n\x00\x07\n\u200b\nTwo words.\r\nthree\n \t \n\nA\n"
+    "B C\n\n\n\n\u00c9t\u00e9 x\u2028y\x85z\x0bw\nsame document",
+    "continues here\nand\n\nlast\x1c line\n  \n\t")
+
+
+@pytest.fixture(scope="module")
+def original(original_bert, tmp_path_factory):
+  """The original's documents (as its ``create_training_instances`` reads
+  them, before its shuffle) of the Austen slice, the sample text and
+  :data:`EDGE_FILES`, and its ``truncate_seq_pair`` lengths on
+  :data:`TRUNCATE_CASES`: one subprocess."""
+  del original_bert
+  d = tmp_path_factory.mktemp("edge")
+  edge = []
+  for i, text in enumerate(EDGE_FILES):
+    edge.append(str(d / ("edge%d.txt" % i)))
+    with open(edge[-1], "w", encoding="utf-8", newline="") as f:
+      f.write(text)
+  austen, sample, edge_docs, lengths = original_subprocess.call([
+      ("read_documents", {"input_files": [AUSTEN_SLICE], "vocab_file": VOCAB}),
+      ("read_documents", {"input_files": [SAMPLE_TEXT], "vocab_file": VOCAB}),
+      ("read_documents", {"input_files": edge, "vocab_file": VOCAB}),
+      ("truncate_seq_pair", {"cases": TRUNCATE_CASES})])
+  return {"austen": austen, "sample": sample, "edge_files": edge,
+          "edge": edge_docs, "truncated": lengths}
 
 
 @pytest.fixture(scope="module")
@@ -169,23 +206,27 @@ def gap_after(blobs, a, b):
   return best
 
 
-def test_tool_writes_the_original_documents(austen_docs, tmp_path):
+def test_tool_writes_the_original_documents(austen_docs, original, tmp_path):
   # Same documents, sentences and ids as the original's reader (before its shuffle).
-  tok = tokenization.FullTokenizer(VOCAB)
-  ref = reference.read_documents([AUSTEN_SLICE], tok)
   got = read_doc_records(austen_docs)
-  assert len(got) == len(ref) == 40
-  for g, r in zip(got, ref):
-    assert g == [tok.convert_tokens_to_ids(s) for s in r]
+  assert len(got) == len(original["austen"]) == 40
+  assert sum(len(d) for d in got) > 3000
+  for i, (g, r) in enumerate(zip(got, original["austen"])):
+    assert g == r, i
   # Atomic output: no temporary sibling left behind.
   assert os.listdir(os.path.dirname(austen_docs)) == ["austen.tfrecord"]
   # Two shards: round-robin, the same documents.
   a, b = str(tmp_path / "s0.tfrecord"), str(tmp_path / "s1.tfrecord")
   num_docs, _, _ = dm.write_documents(SAMPLE_TEXT, "%s,%s" % (a, b), VOCAB)
-  ref = [[tok.convert_tokens_to_ids(s) for s in d]
-         for d in reference.read_documents([SAMPLE_TEXT], tok)]
+  ref = original["sample"]
   assert num_docs == len(ref) == 3
   assert read_doc_records(a) + read_doc_records(b) == ref[0::2] + ref[1::2]
+  # The edge cases, two files read as one stream.
+  edge = str(tmp_path / "edge.tfrecord")
+  num_docs, _, _ = dm.write_documents(",".join(original["edge_files"]), edge, VOCAB)
+  assert num_docs == len(original["edge"]) == 4
+  assert [len(d) for d in original["edge"]] == [3, 2, 4, 1]
+  assert read_doc_records(edge) == original["edge"]
   # Empty glob: a clear error naming it, and no output.
   with pytest.raises(errors.InputError, match="nothing"):
     dm.write_documents(str(tmp_path / "nothing*.txt"), str(tmp_path / "x.tfrecord"),
@@ -193,15 +234,20 @@ def test_tool_writes_the_original_documents(austen_docs, tmp_path):
   assert not glob.glob(str(tmp_path / "*x.tfrecord*"))
 
 
-def test_truncated_lengths_match_original():
-  la, lb = np.meshgrid(np.arange(1, 40), np.arange(1, 40))
+def test_truncated_lengths_match_original(original):
+  cases = np.array(TRUNCATE_CASES)
+  want = np.array(original["truncated"])
+  assert want.shape == (len(cases), 2)
   for max_num in (2, 7, 30, 31):
-    na, nb = dm.truncated_lengths(tf.constant(la.ravel()), tf.constant(lb.ravel()),
-                                  max_num)
-    for x, y, gx, gy in zip(la.ravel(), lb.ravel(), na.numpy(), nb.numpy()):
-      a, b = list(range(x)), list(range(y))
-      reference.truncate_seq_pair(a, b, max_num, random.Random(0))
-      assert (len(a), len(b)) == (gx, gy), (x, y, max_num)
+    rows = cases[:, 2] == max_num
+    na, nb = dm.truncated_lengths(tf.constant(cases[rows, 0]),
+                                  tf.constant(cases[rows, 1]), max_num)
+    got = np.stack([na.numpy(), nb.numpy()], 1)
+    bad = np.nonzero((got != want[rows]).any(1))[0]
+    assert not len(bad), [(cases[rows][i].tolist(), got[i].tolist(), want[rows][i].tolist())
+                          for i in bad[:5]]
+  # The grid truncates (the original cuts each pair to the budget).
+  assert (want.sum(1) == np.minimum(cases[:, :2].sum(1), cases[:, 2])).all()
 
 
 @pytest.mark.slow

@@ -14,7 +14,6 @@ import random
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 
@@ -218,18 +217,27 @@ def test_mirrored_and_accumulated_steps_equal_one_device_step(records):
 
 
 @pytest.mark.slow
-def test_multi_worker_mirrored_two_processes(records, tmp_path):
+def test_multi_worker_mirrored_equals_one_device(records, tmp_path):
+  """Two MultiWorkerMirrored workers (127.0.0.1, ``TF_CONFIG``) through
+  :func:`bert_tf.jobs.run_pretraining` take the one-device step: the
+  weights after 4 steps and every step's logged losses equal a one-device
+  run (the Mirrored test's reference, ``distributed_worker.train``) from
+  the same initial weights on the same global batches (both workers'
+  batches of each step, records of the file that differ between the
+  workers)."""
   ports = free_ports(2)
   cluster = {"worker": ["127.0.0.1:%d" % p for p in ports]}
   out = str(tmp_path / "out")
   env = dict(os.environ)
   procs = []
+  traces = [str(tmp_path / ("trace%d.npz" % i)) for i in range(2)]
   for i in range(2):
     e = dict(env, TF_CONFIG=json.dumps({"cluster": cluster,
                                         "task": {"type": "worker", "index": i}}))
+    # iterations_per_loop=1: the job logs its metrics after every step.
     procs.append(subprocess.Popen(
         [sys.executable, "tests/distributed_worker.py", "worker", records, out,
-         str(tmp_path / ("w%d.npz" % i))], cwd=ROOT, env=e,
+         str(tmp_path / ("w%d.npz" % i)), "0", "0", "1", traces[i]], cwd=ROOT, env=e,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
   logs = [p.communicate(timeout=900)[0] for p in procs]
   assert [p.returncode for p in procs] == [0, 0], "\n".join(l[-3000:] for l in logs)
@@ -240,12 +248,59 @@ def test_multi_worker_mirrored_two_processes(records, tmp_path):
       pretraining.build_pretrainer(tiny()).trainable_variables)
   for k in w0.files:
     np.testing.assert_array_equal(w0[k], w1[k], err_msg=k)
-  # The chief alone wrote checkpoints; the other worker's temp dir is gone;
-  # every worker saved its own data position (tests/test_multiworker_resume.py).
-  assert sorted(os.listdir(out)) == sorted([
-      "bert_config.json", "checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index",
-      "ckpt-4.data-00000-of-00001", "ckpt-4.index", "train", "data-worker-0",
-      "data-worker-1", "train_flags.json"])
+
+  # The global batches: 4 records of the file per worker and step; the
+  # workers read different records (one file, two pipelines: sharded by
+  # record), not the same seeded stream twice.
+  t0, t1 = (np.load(t) for t in traces)
+  want = read_records(records)
+  rows = {r["input_ids"].astype(np.int32).tobytes(): n for n, r in enumerate(want)}
+  assert len(rows) == len(want) == 35
+  for t in (t0, t1):
+    assert t["batch/input_ids"].shape == (4, 4, SEQ)
+    got = [rows[x.tobytes()] for x in t["batch/input_ids"].reshape(-1, SEQ)]
+    for name in want[0]:
+      np.testing.assert_array_equal(
+          t["batch/" + name].reshape((16, -1)),
+          np.stack([want[n][name] for n in got]).reshape((16, -1)), err_msg=name)
+  for s in range(4):
+    assert not np.array_equal(t0["batch/input_ids"][s], t1["batch/input_ids"][s]), s
+  # Both workers started from the same weights and logged the same metrics.
+  for k in t0.files:
+    if not k.startswith("batch/"):
+      np.testing.assert_array_equal(t0[k], t1[k], err_msg=k)
+  np.testing.assert_array_equal(t0["metric/step"], [1, 2, 3, 4])
+
+  # The one-device reference on the global batches. Step 1's losses, before
+  # any update, also show that the traced batches are the ones the job read.
+  ref_path = str(tmp_path / "reference.npz")
+  run_tool(["tests/distributed_worker.py", "reference", traces[0], traces[1], ref_path])
+  ref = np.load(ref_path)
+  names = sorted(k for k in w0.files if k != "step")
+  assert sorted(k for k in ref.files if not k.startswith("metric/")) == names
+  init = {k: t0["init/" + k] for k in names}
+  moved = max(float(np.abs(w0[k] - init[k]).max()) for k in names)
+  assert moved > 1e-3, moved  # 4 steps at lr 1e-3 moved the weights
+  diff = {k: float(np.abs(w0[k] - ref[k]).max()) for k in names}
+  assert max(diff.values()) < 1e-5, sorted(diff.items(), key=lambda kv: -kv[1])[:5]
+  for name in ("masked_lm_loss", "masked_lm_accuracy", "next_sentence_loss",
+               "next_sentence_accuracy", "learning_rate"):
+    np.testing.assert_allclose(t0["metric/" + name], ref["metric/" + name],
+                               rtol=1e-5, atol=1e-6, err_msg=name)
+  assert t0["metric/masked_lm_loss"][0] > 9  # random init: ~ln(30522)
+
+  # The chief alone wrote checkpoints (every listed one complete, the last
+  # at step 4); the other worker's temp dir is gone; every worker saved its
+  # own data position (tests/test_multiworker_resume.py).
+  state = tf.train.get_checkpoint_state(out)
+  assert state.model_checkpoint_path.endswith("ckpt-4")
+  ckpts = [os.path.basename(p) for p in state.all_model_checkpoint_paths]
+  for name in ckpts:
+    assert checkpoint_values(os.path.join(out, name))
+  assert sorted(os.listdir(out)) == sorted(
+      ["bert_config.json", "checkpoint", "train", "data-worker-0", "data-worker-1",
+       "train_flags.json"] + [n + s for n in ckpts
+                              for s in (".data-00000-of-00001", ".index")])
   reader = tf.train.load_checkpoint(os.path.join(out, "ckpt-4"))
   key = [k for k in reader.get_variable_to_shape_map()
          if k.startswith("encoder/") and "word_embeddings" in k and "OPTIMIZER" not in k]

@@ -4,8 +4,8 @@ Source: google-research/bert ``create_pretraining_data.py`` (bert-tensorflow
 1.0.4, plus master's ``--do_whole_word_mask``): ``create_training_instances``,
 ``create_instances_from_document``, ``create_masked_lm_predictions``,
 ``truncate_seq_pair``. For the same input files, vocab, flags and seed the
-records written here equal the original's, feature for feature (the
-line-by-line port is the test oracle ``tests/reference_pretraining_data.py``).
+records written here equal the original's, feature for feature
+(``tests/test_pretraining_data.py`` runs the real original beside it).
 Three changes that cannot alter the output:
 
 * tokenization is memoized per word
@@ -131,8 +131,8 @@ def _records_from_document(ctx, all_documents, document_index, out):
 
   Same control flow and random draws as the original
   ``create_instances_from_document`` + ``truncate_seq_pair`` +
-  ``create_masked_lm_predictions`` (the test oracle
-  ``tests/reference_pretraining_data.py`` follows them line by line).
+  ``create_masked_lm_predictions`` (the tests compare the records with the
+  real original's).
   """
   rng = ctx.rng
   rand = rng.random

@@ -35,7 +35,6 @@ import json
 import math
 import os
 import platform
-import sys
 import time
 
 import numpy as np
@@ -46,7 +45,6 @@ FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
 
 def to_npz(records, out):
   """Our TFRecords (any count of files, in order) -> one ``.npz`` of arrays."""
-  sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert_tf.data.pretraining.records import parse_example_to_numpy  # pylint: disable=g-import-not-at-top
   rows = [parse_example_to_numpy(r.numpy())

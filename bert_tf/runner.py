@@ -43,10 +43,11 @@ from tensorflow.core.framework import summary_pb2
 from bert_tf import errors
 from bert_tf import io_utils
 from bert_tf import optimization
+from bert_tf import precision
 from bert_tf import training
 from bert_tf.tasks import base
 
-DTYPES = ("float32", "mixed_bfloat16", "mixed_float16")
+DTYPES = precision.DTYPES
 BEST_DIR = "best"
 BEST_STATE = "best.json"
 DATA_DIR_PREFIX = "data-worker-"
@@ -84,7 +85,9 @@ class RunnerParams:
     deterministic: op determinism (bit-identical reruns and resumes).
     seed: Keras/TensorFlow/Python random seed.
     dtype: Keras dtype policy (``float32``, ``mixed_bfloat16``,
-      ``mixed_float16`` with dynamic loss scaling).
+      ``mixed_float16`` with dynamic loss scaling) or ``auto``
+      (``mixed_bfloat16`` where the hardware computes bfloat16, else
+      ``float32``: :func:`bert_tf.precision.resolve_dtype`).
     keep_best: keep the best model by the task's ``best_metric`` in
       ``output_dir/best/`` (when evaluating during training).
   """
@@ -109,8 +112,31 @@ class RunnerParams:
     return cls(**values)
 
 
-def set_dtype_policy(dtype: str) -> None:
-  """Sets the Keras dtype policy named by ``dtype``.
+def device_of(strategy) -> str:
+  """``"tpu"``, ``"gpu"`` or ``"cpu"``: where ``strategy`` computes."""
+  if isinstance(strategy, tf.distribute.TPUStrategy):
+    return "tpu"
+  devices = getattr(strategy.extended, "worker_devices", ()) or ()
+  return "gpu" if any("GPU" in d.upper() for d in devices) else "cpu"
+
+
+def set_dtype_policy(dtype: str, strategy=None,
+                     print_fn: Optional[Callable[[str], None]] = None) -> str:
+  """Sets the Keras dtype policy named by ``dtype`` (``auto`` resolved).
+
+  ``auto`` becomes ``mixed_bfloat16`` where the hardware computes bfloat16
+  (a TPU; a CPU with ``avx512_bf16``/``amx_bf16``), else ``float32``
+  (:func:`bert_tf.precision.resolve_dtype`); the choice is printed with
+  ``print_fn``. ``mixed_bfloat16`` on a CPU without bf16 units logs a warning
+  (it runs at ~0.2-0.3x float32 there) and goes on.
+
+  Args:
+    dtype: one of :data:`DTYPES`.
+    strategy: the ``tf.distribute`` strategy (None: the CPU).
+    print_fn: where the ``auto`` line goes (None: nowhere).
+
+  Returns:
+    the policy name set (never ``auto``).
 
   Raises:
     errors.ParamsError: an unknown value (argument ``dtype``).
@@ -118,7 +144,15 @@ def set_dtype_policy(dtype: str) -> None:
   if dtype not in DTYPES:
     raise errors.ParamsError("dtype: unknown %r (%s)" % (dtype, ", ".join(DTYPES)),
                              argument="dtype")
-  keras.config.set_dtype_policy(dtype)
+  device = "cpu" if strategy is None else device_of(strategy)
+  policy, reason = precision.resolve_dtype(dtype, device)
+  if dtype == "auto" and print_fn is not None:
+    print_fn("--dtype=auto: %s (%s)" % (policy, reason))
+  warning = precision.slow_dtype_warning(policy, device)
+  if warning:
+    logging.warning(warning)
+  keras.config.set_dtype_policy(policy)
+  return policy
 
 
 def write_scalars(writer, step: int, scalars: dict) -> None:
@@ -376,7 +410,7 @@ class Runner:
       enable_determinism_for_run(p.output_dir, p.seed)
     else:
       keras.utils.set_random_seed(p.seed)
-    set_dtype_policy(p.dtype)
+    set_dtype_policy(p.dtype, strategy, self.print_fn)
     spec = task.optimizer_spec()
     num_workers, worker_index, is_chief = worker_info(strategy)
     batch = getattr(task, "train_batch_size", None)
@@ -414,7 +448,7 @@ class Runner:
       optimizer = optimization.create_optimizer(
           spec.learning_rate, spec.num_train_steps, spec.num_warmup_steps,
           spec.name)
-      if p.dtype == "mixed_float16":
+      if keras.config.dtype_policy().name == "mixed_float16":
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
       optimizer.build(model.trainable_variables)
     tpu = isinstance(strategy, tf.distribute.TPUStrategy)

@@ -7,7 +7,7 @@ strategy finds the cores itself). Added: ``--distribution_strategy``
 (one_device, mirrored, multi_worker_mirrored with TF_CONFIG, tpu),
 ``--optimizer`` (adamw_original, adamw, lamb), ``--num_accumulation_steps``,
 ``--dtype`` (float32, mixed_bfloat16, mixed_float16 with dynamic loss
-scaling), ``--jit_compile``, ``--nsp`` (false: the paper's No-NSP
+scaling, auto: mixed_bfloat16 where the CPU has bf16 units), ``--jit_compile``, ``--nsp`` (false: the paper's No-NSP
 ablation), ``--dynamic`` (mask on the fly from tokenized-document records),
 ``--deterministic`` (op determinism: bit-identical resume), ``--vocab_file``.
 Restarting with the same ``--output_dir`` resumes from the latest

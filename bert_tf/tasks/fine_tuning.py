@@ -49,6 +49,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import checkpoints
+from bert_tf import precision
 from bert_tf import config as config_lib
 from bert_tf import errors
 from bert_tf import io_utils
@@ -57,7 +58,7 @@ from bert_tf.params import field
 from bert_tf.tasks import base
 
 OPTIMIZERS = ("adamw_original", "adamw", "lamb")
-DTYPES = ("float32", "mixed_bfloat16", "mixed_float16")
+DTYPES = precision.DTYPES
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
 
 
@@ -77,7 +78,7 @@ class FineTuningParams:
   warmup_proportion: float = field(0.1, "Fraction of steps for linear warm-up.")
   seed: int = field(12345, "Shuffle, dropout and initialization seed.")
   optimizer: str = field("adamw_original", "Optimizer (default: the original AdamWeightDecay).", choices=OPTIMIZERS)
-  dtype: str = field("float32", "Compute dtype policy.", choices=DTYPES)
+  dtype: str = field("float32", "Compute dtype policy; auto: mixed_bfloat16 where the CPU has bf16 units (avx512_bf16/amx_bf16) or on a TPU, else float32.", choices=DTYPES)
   # Outputs, checkpoints and progress lines.
   predict_batch_size: int = field(8, "Batch size for predict.")
   export_dir: Optional[str] = field(None, "Export a SavedModel to EXPORT_DIR/<version>/.")

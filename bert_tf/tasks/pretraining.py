@@ -36,6 +36,7 @@ import tensorflow as tf
 from bert_tf import checkpoints
 from bert_tf import config as config_lib
 from bert_tf import errors
+from bert_tf import precision
 from bert_tf import tokenization
 from bert_tf.data.pretraining import documents
 from bert_tf.data.pretraining import input as pretraining_input
@@ -43,7 +44,7 @@ from bert_tf.modeling import models
 from bert_tf.params import field
 from bert_tf.tasks import base
 
-DTYPES = ("float32", "mixed_bfloat16", "mixed_float16")
+DTYPES = precision.DTYPES
 OPTIMIZERS = ("adamw_original", "adamw", "lamb")
 
 
@@ -71,7 +72,7 @@ class PretrainingParams:
   stop_at_step: Optional[int] = field(None, "Stop (with a checkpoint) at this step; a rerun resumes to --num_train_steps.")
   vocab_file: Optional[str] = field(None, "Vocab of the model; default: vocab.txt beside --bert_config_file or --init_checkpoint. Checked against vocab_size.")
   num_accumulation_steps: int = field(1, "Split each replica's batch into this many micro-batches; one update from their summed gradients.")
-  dtype: str = field("float32", "Compute dtype policy (mixed_float16 adds dynamic loss scaling).", choices=DTYPES)
+  dtype: str = field("float32", "Compute dtype policy (mixed_float16 adds dynamic loss scaling; auto: mixed_bfloat16 where the CPU has bf16 units (avx512_bf16/amx_bf16) or on a TPU, else float32).", choices=DTYPES)
   jit_compile: bool = field(False, "XLA-compile the forward and backward pass.")
   deterministic: bool = field(False, "Enable TensorFlow op determinism (bit-identical reruns and resumes).")
   dynamic: bool = field(False, "Input files hold tokenized documents (tools/create_pretraining_documents.py); pairs and masks are made on the fly.")

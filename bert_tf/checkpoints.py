@@ -206,6 +206,61 @@ def read_hf_config(model_dir):
   return hf_config_to_bert_config(d, path)
 
 
+# The fields that decide the weights' shapes.
+ARCHITECTURE_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers",
+                       "num_attention_heads", "intermediate_size",
+                       "max_position_embeddings", "type_vocab_size")
+
+
+def checkpoint_config(init_checkpoint):
+  """The config that came with a starting checkpoint, or None.
+
+  A Hugging Face directory's ``config.json``; else a ``bert_config.json``
+  beside an original or our checkpoint (in the directory, or beside the
+  prefix: google-research/bert's downloads and our run directories).
+
+  Returns:
+    ``(path, BertConfig)`` or None.
+
+  Raises:
+    CheckpointError / ConfigError: a config file that does not read.
+  """
+  if is_hf_dir(init_checkpoint):
+    return os.path.join(init_checkpoint, "config.json"), read_hf_config(init_checkpoint)
+  d = (init_checkpoint if os.path.isdir(init_checkpoint)
+       else os.path.dirname(os.path.abspath(init_checkpoint)))
+  path = os.path.join(d, "bert_config.json")
+  if os.path.exists(path):
+    return path, config_lib.BertConfig.from_json_file(path)
+  return None
+
+
+def check_config_matches(init_checkpoint, config, config_file,
+                         source: str = "--init_checkpoint") -> None:
+  """Refuses a ``--bert_config_file`` whose architecture differs from the
+  config that came with ``init_checkpoint`` (see :func:`checkpoint_config`).
+
+  Raises:
+    CheckpointError: one line naming both files and each differing field
+      with both values.
+  """
+  found = checkpoint_config(init_checkpoint)
+  if found is None:
+    return
+  path, theirs = found
+  if os.path.abspath(path) == os.path.abspath(config_file or ""):
+    return
+  a, b = theirs.to_dict(), config.to_dict()
+  diff = ["%s=%s" % (k, a.get(k)) for k in ARCHITECTURE_FIELDS if a.get(k) != b.get(k)]
+  if not diff:
+    return
+  mine = ["%s=%s" % (k, b.get(k)) for k in ARCHITECTURE_FIELDS if a.get(k) != b.get(k)]
+  raise CheckpointError(
+      "%s %s comes with %s (%s) but --bert_config_file %s has %s: drop "
+      "--bert_config_file to use the checkpoint's, or start from a matching checkpoint"
+      % (source, init_checkpoint, path, ", ".join(diff), config_file, ", ".join(mine)))
+
+
 def load_hf_weights(encoder, model_dir, optional=()):
   """Loads a Hugging Face ``BertModel``'s weights into ``encoder``.
 
@@ -409,6 +464,84 @@ def load_encoder_weights(encoder, init_checkpoint, source="--init_checkpoint"):
     return "original TF1 checkpoint " + init_checkpoint
   return "checkpoint " + restore_object_checkpoint(init_checkpoint, source,
                                                    encoder=encoder)
+
+
+def load_pretrainer_weights(pretrainer, init_checkpoint,
+                            source: str = "--init_checkpoint") -> str:
+  """Initializes a :class:`BertPretrainer`: the encoder, and the masked-LM /
+  next-sentence heads where ``init_checkpoint`` has them.
+
+  The original ``run_pretraining.py`` initialized every variable the
+  checkpoint holds, ``cls/predictions`` and ``cls/seq_relationship``
+  included (continued pretraining from ``bert_model.ckpt`` keeps its heads).
+  A start model without them (a sentence encoder such as all-MiniLM-L6-v2,
+  a fine-tuned classifier) gets randomly initialized heads, and the returned
+  text says so.
+
+  Args:
+    pretrainer: a built :class:`bert_tf.modeling.models.BertPretrainer`.
+    init_checkpoint: a Hugging Face directory (``BertModel`` or
+      ``BertForPreTraining``), an original TF1 checkpoint, or one of ours
+      (a pretraining run's heads are read from its ``model``).
+    source: text naming the flag, for errors.
+
+  Returns:
+    one line: what was loaded and which heads start from a random init.
+
+  Raises:
+    CheckpointError: unreadable checkpoint, shape mismatch, or a head only
+      partly present.
+  """
+  what = load_encoder_weights(pretrainer.encoder, init_checkpoint, source)
+  heads = [(n, v) for n, v in pretrainer_variables(pretrainer) if n.startswith("cls/")]
+  if is_hf_dir(init_checkpoint):
+    loaded = load_hf_pretraining_heads(heads, init_checkpoint)
+  elif is_tf1_checkpoint(init_checkpoint):
+    names = tf1_variable_names(init_checkpoint)
+    present = [(n, v) for n, v in heads if n in names]
+    for group in ("cls/predictions/", "cls/seq_relationship/"):
+      got = [n for n, _ in present if n.startswith(group)]
+      want = [n for n, _ in heads if n.startswith(group)]
+      if got and len(got) != len(want):
+        raise CheckpointError("%s: checkpoint %r has only some %s weights; missing %s"
+                              % (source, init_checkpoint, group.rstrip("/"),
+                                 ", ".join(sorted(set(want) - set(got)))))
+    load_tf1_checkpoint(present, init_checkpoint)
+    loaded = [n for n, _ in present]
+  else:
+    loaded = _restore_our_heads(pretrainer, init_checkpoint, source)
+  groups = [g for g in ("cls/predictions", "cls/seq_relationship")
+            if any(n.startswith(g + "/") for n, _ in heads)]
+  random = [g for g in groups if not any(n.startswith(g + "/") for n in loaded)]
+  if not random:
+    return "%s (with its %s heads)" % (what, " and ".join(groups))
+  kept = [g for g in groups if g not in random]
+  return "%s%s; it has no %s head: %s start%s from a random init" % (
+      what, " (with its %s head)" % " and ".join(kept) if kept else "",
+      " or ".join({"cls/predictions": "masked-LM",
+                   "cls/seq_relationship": "next-sentence"}[g] for g in random),
+      " and ".join(random), "" if len(random) > 1 else "s")
+
+
+def _restore_our_heads(pretrainer, init_checkpoint, source):
+  """The heads of one of our pretraining checkpoints (its ``model``), if any."""
+  path = init_checkpoint
+  if os.path.isdir(path):
+    path = tf.train.latest_checkpoint(path) or path
+  names = [n for n, _ in tf.train.list_variables(path)]
+  children, loaded = {}, []
+  if any(n.startswith("model/masked_lm/") for n in names):
+    children["masked_lm"] = pretrainer.masked_lm
+    loaded += [n for n, _ in pretrainer_variables(pretrainer)
+               if n.startswith("cls/predictions/")]
+  if pretrainer.next_sentence is not None and any(
+      n.startswith("model/next_sentence/") for n in names):
+    children["next_sentence"] = pretrainer.next_sentence
+    loaded += [n for n, _ in pretrainer_variables(pretrainer)
+               if n.startswith("cls/seq_relationship/")]
+  if children:
+    restore_object_checkpoint(path, source, model=tf.train.Checkpoint(**children))
+  return loaded
 
 
 def _load_head(named, tensors, source):

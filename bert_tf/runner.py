@@ -484,7 +484,7 @@ class Runner:
     else:
       what = task.initialize(model)
       if what:
-        self.print_fn("initialized the encoder from " + what)
+        self.print_fn("initialized from " + what)
 
     results = {}
     eval_writer = None

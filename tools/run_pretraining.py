@@ -25,7 +25,9 @@ _startup.setup(tensorflow=True)
 from absl import flags
 
 from bert_tf.tools import _common
+from bert_tf import checkpoints
 from bert_tf import config as config_lib
+from bert_tf import errors
 from bert_tf import jobs
 from bert_tf.tasks import pretraining
 from bert_tf.data.pretraining import documents
@@ -33,7 +35,7 @@ from bert_tf.data.pretraining import documents
 FLAGS = flags.FLAGS
 _common.define_flags(pretraining.PretrainingParams,
                      required=("input_file", "output_dir"))
-flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model to train.")
+flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model to train (default: the config that came with --init_checkpoint: a Hugging Face directory's config.json, or bert_config.json beside the checkpoint).")
 flags.DEFINE_bool("do_train", False, "Whether to run training.")
 flags.DEFINE_bool("do_eval", False, "Whether to run eval on the input files.")
 flags.DEFINE_string("tpu_zone", None, "GCE zone of the Cloud TPU (TPUClusterResolver).")
@@ -42,16 +44,34 @@ flags.DEFINE_string("master", None, "TPU master address (used when --tpu_name is
 flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility; TPUStrategy finds the cores.")
 _common.define_training_flags()
 flags.adopt_module_key_flags(_common)  # --helpshort lists them too
-flags.mark_flags_as_required(["bert_config_file"])
 
 
-def find_vocab_file():
+def model_config():
+  """``(config file, BertConfig)``: ``--bert_config_file``, else the config
+  that came with ``--init_checkpoint``; one that differs from the
+  checkpoint's is refused (:func:`bert_tf.checkpoints.check_config_matches`)."""
+  ic = FLAGS.init_checkpoint
+  if FLAGS.bert_config_file:
+    config = config_lib.BertConfig.from_json_file(FLAGS.bert_config_file)
+    if ic and (os.path.exists(ic) or os.path.exists(ic + ".index")):
+      checkpoints.check_config_matches(ic, config, FLAGS.bert_config_file)
+    return FLAGS.bert_config_file, config
+  found = checkpoints.checkpoint_config(ic) if ic else None
+  if found is None:
+    raise errors.ConfigError(
+        "bert_config_file is required unless --init_checkpoint comes with a config "
+        "(a Hugging Face directory's config.json, or bert_config.json beside the "
+        "checkpoint)", argument="bert_config_file")
+  return found
+
+
+def find_vocab_file(config_file):
   """``--vocab_file``, else a ``vocab.txt`` beside the config or init checkpoint."""
   if FLAGS.vocab_file:
     if not os.path.exists(FLAGS.vocab_file):
       raise ValueError("--vocab_file: %r does not exist" % FLAGS.vocab_file)
     return FLAGS.vocab_file
-  places = [os.path.dirname(os.path.abspath(FLAGS.bert_config_file))]
+  places = [os.path.dirname(os.path.abspath(config_file))]
   if FLAGS.init_checkpoint:
     ic = FLAGS.init_checkpoint
     places.append(ic if os.path.isdir(ic) else os.path.dirname(os.path.abspath(ic)))
@@ -62,16 +82,16 @@ def find_vocab_file():
 
 
 def prepare():
-  """Checks ``--bert_config_file`` and ``--input_file`` before anything runs;
+  """Checks the model config and ``--input_file`` before anything runs;
   the vocab file found for the params."""
-  config_lib.BertConfig.from_json_file(FLAGS.bert_config_file)
+  config_file, _ = model_config()
   documents.expand_input_files(FLAGS.input_file)
-  return {"vocab_file": find_vocab_file()}
+  return {"vocab_file": find_vocab_file(config_file)}
 
 
 def pretrain(params, strategy, do_train, do_eval):
-  """:func:`bert_tf.jobs.run_pretraining` with the model of ``--bert_config_file``."""
-  config = config_lib.BertConfig.from_json_file(FLAGS.bert_config_file)
+  """:func:`bert_tf.jobs.run_pretraining` with the model of :func:`model_config`."""
+  _, config = model_config()
   jobs.run_pretraining(config, params, strategy, do_train=do_train, do_eval=do_eval)
 
 

@@ -158,6 +158,8 @@ def resolve_config_and_vocab(params, config_dirs: Sequence[str] = (),
     if check_config:
       existing(config_file, "bert_config_file", errors.ConfigError)
     config = config_lib.BertConfig.from_json_file(config_file)
+    if ic and os.path.exists(ic):
+      checkpoints.check_config_matches(ic, config, config_file)
   elif hf:
     config_file, config = os.path.join(hf, "config.json"), checkpoints.read_hf_config(hf)
   else:

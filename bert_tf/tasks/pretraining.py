@@ -229,7 +229,8 @@ def check_inputs(config, params, batch_records=None):
 
   Raises:
     ValueError / ``errors.InputError`` /
-    ``pretraining_input.RecordError``, naming the flag or file.
+    ``pretraining_input.RecordError``, naming the flag or file; InputError
+    also when the records hold fewer instances than one training batch.
   """
   if params.max_seq_length > config.max_position_embeddings:
     raise ValueError("--max_seq_length %d exceeds max_position_embeddings %d of "
@@ -251,6 +252,15 @@ def check_inputs(config, params, batch_records=None):
       pretraining_input.inspect_records(
           files[1:], params.max_seq_length, params.max_predictions_per_seq,
           vocab_size=config.vocab_size, num_records=1)
+    batch = params.train_batch_size
+    have = pretraining_input.count_records(files, batch)
+    if have < batch:
+      raise errors.InputError(
+          "--input_file %s holds %d instance%s but one training batch needs %d "
+          "(--train_batch_size): add text, raise create_pretraining_data's "
+          "--dupe_factor, or lower --train_batch_size" % (
+              params.input_file, have, "" if have == 1 else "s", batch),
+          argument="input_file")
   return files
 
 
@@ -352,8 +362,7 @@ class PretrainingTask(base.Task):
 
   def initialize(self, model):
     if self.params.init_checkpoint:
-      return checkpoints.load_encoder_weights(model.encoder,
-                                              self.params.init_checkpoint)
+      return checkpoints.load_pretrainer_weights(model, self.params.init_checkpoint)
     return None
 
   def write_run_files(self, output_dir: str) -> None:

@@ -131,6 +131,21 @@ def _example_widths(path, index, raw):
   return widths, values
 
 
+def count_records(files, at_most: int) -> int:
+  """Records in ``files`` (in order), counting stops at ``at_most``.
+
+  Returns:
+    ``min(total records, at_most)`` (int): cheap on a large corpus.
+  """
+  n = 0
+  for path in files:
+    for _ in tf.data.TFRecordDataset(path).take(at_most - n):
+      n += 1
+    if n >= at_most:
+      break
+  return n
+
+
 def inspect_records(files, max_seq_length, max_predictions_per_seq,
                     vocab_size=None, num_records=1):
   """Checks the first records of every shard against the flags, before training.

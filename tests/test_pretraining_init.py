@@ -1,0 +1,166 @@
+"""``run_pretraining --init_checkpoint``: continued pretraining keeps the heads.
+
+The original ``run_pretraining.py`` initialized every variable its
+checkpoint held, the ``cls/predictions`` (masked-LM) and
+``cls/seq_relationship`` (NSP) heads included. Checked here on each kind of
+starting point, against the weights written into it by an independent
+writer: a Hugging Face ``BertForPreTraining`` saved by ``transformers``
+(torch), an original-layout TF1 checkpoint, and one of our pretraining runs;
+a start model without heads (all-MiniLM-L6-v2) gets random heads and one
+line saying so. Then the tool's bad input: a ``--bert_config_file`` that
+differs from the checkpoint's config, no config at all, a corpus smaller than
+one batch: one line each, non-zero exit, no output directory.
+"""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from bert_tf import checkpoints
+from bert_tf import config as config_lib
+from bert_tf.modeling import models
+from conftest import SAMPLE_TEXT, TINY_CONFIG, VOCAB, require, run_tool
+
+
+def tiny():
+  return config_lib.BertConfig.from_json_file(TINY_CONFIG)
+
+
+def heads(pretrainer):
+  return {n: v.numpy() for n, v in checkpoints.pretrainer_variables(pretrainer)
+          if n.startswith("cls/")}
+
+
+def test_hugging_face_bert_for_pretraining_heads_are_loaded(tmp_path):
+  torch = require("torch")
+  transformers = require("transformers")
+  c = tiny()
+  torch.manual_seed(0)
+  hf = transformers.BertForPreTraining(transformers.BertConfig(
+      vocab_size=c.vocab_size, hidden_size=c.hidden_size,
+      num_hidden_layers=c.num_hidden_layers, num_attention_heads=c.num_attention_heads,
+      intermediate_size=c.intermediate_size, hidden_act="gelu",
+      max_position_embeddings=c.max_position_embeddings,
+      type_vocab_size=c.type_vocab_size))
+  with torch.no_grad():  # HF initializes biases to 0: make them tell apart
+    for name, p in hf.named_parameters():
+      if name.startswith("cls.") and name.endswith("bias"):
+        p.normal_()
+  hf.save_pretrained(str(tmp_path / "hf"))
+  sd = {k: v.detach().numpy() for k, v in hf.state_dict().items()}
+  model = models.build_pretrainer(checkpoints.read_hf_config(str(tmp_path / "hf")))
+  what = checkpoints.load_pretrainer_weights(model, str(tmp_path / "hf"))
+  assert what.endswith("(with its cls/predictions and cls/seq_relationship heads)"), what
+  got = heads(model)
+  for ours, (theirs, transpose) in checkpoints.HF_HEAD_NAMES.items():
+    want = sd[theirs].T if transpose else sd[theirs]
+    np.testing.assert_array_equal(got[ours], want, err_msg=ours)
+  np.testing.assert_array_equal(
+      dict(checkpoints.encoder_variables(model.encoder))[
+          "bert/embeddings/word_embeddings"].numpy(),
+      sd["bert.embeddings.word_embeddings.weight"])
+
+
+def test_a_start_model_without_heads_says_they_start_random(minilm_dir):
+  model = models.build_pretrainer(checkpoints.read_hf_config(minilm_dir))
+  before = heads(model)
+  what = checkpoints.load_pretrainer_weights(model, minilm_dir)
+  assert what.endswith("; it has no masked-LM or next-sentence head: cls/predictions "
+                       "and cls/seq_relationship start from a random init"), what
+  after = heads(model)
+  assert all(np.array_equal(before[k], after[k]) for k in before)
+
+
+def test_original_checkpoint_heads_are_loaded_and_partial_heads_refused(tmp_path):
+  source = models.build_pretrainer(tiny())
+  prefix = str(tmp_path / "bert_model.ckpt")
+  checkpoints.save_tf1_checkpoint(checkpoints.pretrainer_variables(source), prefix)
+  model = models.build_pretrainer(tiny())
+  assert any(not np.array_equal(a, b) for a, b in zip(heads(model).values(),
+                                                      heads(source).values()))
+  what = checkpoints.load_pretrainer_weights(model, prefix)
+  assert "with its cls/predictions and cls/seq_relationship heads" in what
+  for k, v in heads(source).items():
+    np.testing.assert_array_equal(heads(model)[k], v, err_msg=k)
+
+  # An encoder-only checkpoint (no cls/): random heads, said once.
+  enc_prefix = str(tmp_path / "enc" / "bert_model.ckpt")
+  checkpoints.save_tf1_checkpoint(checkpoints.encoder_variables(source.encoder), enc_prefix)
+  model = models.build_pretrainer(tiny(), nsp=False)
+  what = checkpoints.load_pretrainer_weights(model, enc_prefix)
+  assert what.endswith("it has no masked-LM head: cls/predictions starts from a random init")
+
+  # Only part of the masked-LM head: refused, naming what is missing.
+  part = [(n, v) for n, v in checkpoints.pretrainer_variables(source)
+          if n != "cls/predictions/output_bias"]
+  part_prefix = str(tmp_path / "part" / "bert_model.ckpt")
+  checkpoints.save_tf1_checkpoint(part, part_prefix)
+  with pytest.raises(checkpoints.CheckpointError, match="cls/predictions/output_bias"):
+    checkpoints.load_pretrainer_weights(models.build_pretrainer(tiny()), part_prefix)
+
+
+def pretraining_records(tmp_path):
+  records = str(tmp_path / "pt.tfrecord")
+  run_tool(["tools/create_pretraining_data.py", "--input_file=" + SAMPLE_TEXT,
+            "--output_file=" + records, "--vocab_file=" + VOCAB,
+            "--max_seq_length=64", "--max_predictions_per_seq=10",
+            "--dupe_factor=2", "--random_seed=12345"])
+  return records
+
+
+def pretrain(records, out, *extra, check=True):
+  return run_tool(["tools/run_pretraining.py", "--input_file=" + records,
+                   "--output_dir=" + out, "--do_train", "--num_train_steps=2",
+                   "--train_batch_size=8", "--max_seq_length=64",
+                   "--max_predictions_per_seq=10", "--vocab_file=" + VOCAB] + list(extra),
+                  check=check)
+
+
+def one_error_line(proc):
+  assert proc.returncode != 0
+  lines = [l for l in proc.stderr.splitlines() if l.strip()]
+  assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+  return lines[0]
+
+
+def test_tool_continues_from_our_run_with_its_heads_and_refuses_bad_input(tmp_path):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  records = pretraining_records(tmp_path)
+  first = str(tmp_path / "first")
+  pretrain(records, first, "--bert_config_file=" + TINY_CONFIG)
+  # No --bert_config_file: the run directory's bert_config.json is used.
+  proc = pretrain(records, str(tmp_path / "second"), "--init_checkpoint=" + first)
+  line = [l for l in proc.stdout.splitlines() if l.startswith("initialized from")]
+  assert len(line) == 1 and line[0].endswith(
+      "(with its cls/predictions and cls/seq_relationship heads)"), proc.stdout[-2000:]
+  reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(first))
+  saved = reader.get_tensor("model/masked_lm/output_bias/.ATTRIBUTES/VARIABLE_VALUE")
+  assert np.abs(saved).max() > 0  # the first run trained the bias
+
+  # A config that is not the checkpoint's: one line naming both files.
+  with open(TINY_CONFIG, encoding="utf-8") as f:
+    other = dict(json.load(f), hidden_size=64, intermediate_size=256)
+  other_file = str(tmp_path / "other_config.json")
+  with open(other_file, "w", encoding="utf-8") as f:
+    json.dump(other, f)
+  out = str(tmp_path / "refused")
+  line = one_error_line(pretrain(records, out, "--init_checkpoint=" + first,
+                                 "--bert_config_file=" + other_file, check=False))
+  assert os.path.join(first, "bert_config.json") in line and other_file in line
+  assert "hidden_size=128" in line and "hidden_size=64" in line
+  assert "intermediate_size=512" in line and "intermediate_size=256" in line
+  assert not os.path.exists(out)
+
+  # No config anywhere: one line naming the flag.
+  line = one_error_line(pretrain(records, out, check=False))
+  assert "--bert_config_file is required" in line and not os.path.exists(out)
+
+  # A corpus smaller than one batch: how many it has, how many a batch needs.
+  line = one_error_line(pretrain(records, out, "--bert_config_file=" + TINY_CONFIG,
+                                 "--train_batch_size=4096", check=False))
+  n = sum(1 for _ in tf.data.TFRecordDataset(records))
+  assert ("holds %d instances but one training batch needs 4096 (--train_batch_size)"
+          % n) in line, line
+  assert not os.path.exists(os.path.join(out, "checkpoint"))

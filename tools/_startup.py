@@ -18,6 +18,7 @@ INFO lines (checkpoint sharding, asset writing, ...) through absl, and the
 tools print their own progress.
 """
 
+import logging
 import os
 import re
 import sys
@@ -144,7 +145,35 @@ def run_app(main, tool_module: str) -> None:
   if module is not main_module:
     main_module.__doc__ = module.__doc__
     register_key_flags(tool_module, "__main__")
-  app.run(main)
+
+  def main_with_plain_log_lines(argv):
+    if not verbosity_requested():
+      plain_log_lines()
+    return main(argv)
+  app.run(main_with_plain_log_lines)
+
+
+class PlainFormatter(logging.Formatter):
+  """``warning: <message>`` / ``error: <message>`` / ``<message>``: a log line
+  for people, without absl's ``W1126 17:39:37.989433 1405... file.py:327]``
+  prefix (``--verbosity=0`` or higher keeps absl's format, for debugging)."""
+
+  def format(self, record):
+    text = record.getMessage()
+    if record.levelno >= logging.ERROR:
+      text = "error: " + text
+    elif record.levelno >= logging.WARNING:
+      text = "warning: " + text
+    if record.exc_info:
+      text += "\n" + self.formatException(record.exc_info)
+    return text
+
+
+def plain_log_lines() -> None:
+  """Gives absl's log handler the :class:`PlainFormatter` (after
+  ``app.run`` has installed it)."""
+  from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
+  absl_logging.get_absl_handler().setFormatter(PlainFormatter())
 
 
 def fail(tool: str, error: Exception) -> NoReturn:

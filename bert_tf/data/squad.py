@@ -324,7 +324,9 @@ def read_squad_examples(input_file: str | os.PathLike, is_training: bool,
             cleaned_answer_text = " ".join(
                 tokenization.whitespace_tokenize(orig_answer_text))
             if actual_text.find(cleaned_answer_text) == -1:
-              logger.warning("Could not find answer: '%s' vs. '%s'",
+              logger.warning("%s: %s (id %s): Could not find answer: '%s' vs. '%s' "
+                             "(the context's words vs. the answer text); question "
+                             "skipped, as the original does", where, qpath, qas_id,
                              actual_text, cleaned_answer_text)
               examples.skipped_ids.append(qas_id)
               continue

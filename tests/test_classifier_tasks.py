@@ -485,6 +485,66 @@ def _tsv(path):
     return [l.split("\t") for l in f.read().splitlines()]
 
 
+def _dev_rows_as_test(src, dst, num_columns):
+  """Writes the first ``num_columns`` columns of a dev TSV (header and rows)
+  as the test file: the test predictions are then of the dev rows, whose
+  gold labels the test knows."""
+  _write(dst, [row[:num_columns] for row in _tsv(src)])
+
+
+def _recompute_eval(out, results, gold, results_file="test_results.tsv",
+                    submission=None, prefix="eval_"):
+  """Every ``<prefix>*`` value of ``results`` recomputed by scikit-learn /
+  scipy from the prediction files the run wrote for the same rows.
+
+  Args:
+    out: the run's output directory (its classifier_config.json gives the
+      label order of the probability columns).
+    results: an eval_results.txt as a dict (the one of the model that
+      predicted: best/eval_results.txt).
+    gold: the rows' gold label strings (or scores), as the test wrote them.
+    results_file: the probabilities (or scores) file, one line per row.
+    submission: the GLUE submission file of the same rows (label names).
+    prefix: ``eval_`` or ``eval_mismatched_``.
+  """
+  sk = conftest.require("sklearn.metrics")
+  stats = conftest.require("scipy.stats")
+  run = json.load(open(os.path.join(out, classifier.RUN_CONFIG)))
+  # float32 values printed shortest-repr: read back as float32 they are exact.
+  rows = np.array(_tsv(os.path.join(out, results_file)), np.float32).astype(np.float64)
+  assert len(rows) == len(gold)
+  if run["is_regression"]:
+    pred, y = rows[:, 0], np.array(gold, np.float64)
+    want = {"loss": sk.mean_squared_error(y, pred),
+            "pearson": stats.pearsonr(pred, y)[0],
+            "spearmanr": stats.spearmanr(pred, y)[0]}
+    want["corr"] = (want["pearson"] + want["spearmanr"]) / 2
+    if submission:
+      sub = _tsv(os.path.join(out, submission))[1:]
+      np.testing.assert_allclose([float(r[1]) for r in sub], pred, atol=5e-4)
+  else:
+    labels = run["labels"]
+    names = [labels[i] for i in rows.argmax(1)]
+    if submission:
+      assert [r[1] for r in _tsv(os.path.join(out, submission))[1:]] == names
+    probs = rows / rows.sum(1, keepdims=True)  # float32 text: sums 1 +- 1e-7
+    want = {"loss": sk.log_loss([labels.index(g) for g in gold], probs,
+                                labels=list(range(len(labels)))),
+            "accuracy": sk.accuracy_score(gold, names)}
+    if prefix + "f1" in results:  # MRPC, QQP: F1 of the positive class "1"
+      want["f1"] = sk.f1_score(gold, names, pos_label=labels[1], zero_division=0)
+      want["acc_and_f1"] = (want["accuracy"] + want["f1"]) / 2
+    if prefix + "mcc" in results:
+      want["mcc"] = sk.matthews_corrcoef(gold, names)
+  other = "eval_mismatched_" if prefix == "eval_" else None
+  reported = {k[len(prefix):] for k in results
+              if k.startswith(prefix) and not (other and k.startswith(other))}
+  assert reported == set(want), (reported, sorted(want))  # every value checked
+  for k, v in want.items():
+    assert float(results[prefix + k]) == pytest.approx(v, rel=1e-5, abs=1e-6), k
+  return want
+
+
 def _reload(out, sub=""):
   """The fine-tuned model rebuilt from a checkpoint dir (latest or best/)."""
   d = os.path.join(out, sub)
@@ -536,51 +596,55 @@ def test_pair_task_train_eval_predict_best(tmp_path):
 
 @pytest.mark.slow
 def test_stsb_regression(tmp_path):
+  """STS-B: the reported dev numbers are those of the model's predictions
+  (test.tsv holds the dev rows: scipy / scikit-learn recompute them from
+  test_results.tsv), and those predictions are the saved model's."""
   d, out = str(tmp_path / "stsb"), str(tmp_path / "out")
   expect = write_stsb(d)
+  _dev_rows_as_test(d + "/dev.tsv", d + "/test.tsv", 9)  # all but "score"
   jobs.run_classifier(_params("sts-b", d, out, num_train_epochs=1),
                             STRATEGY(), do_train=True,
                             do_eval=True, do_predict=True, print_fn=lambda s: None)
   ev = _eval_results(out)
   assert set(ev) == {"eval_pearson", "eval_spearmanr", "eval_corr", "eval_loss",
                      "global_step"}
-  # The reported numbers are those of the model: recompute from the checkpoint.
+  assert _eval_results(os.path.join(out, "best")) == ev  # one eval: best = last
+  scores = expect["dev"][2]
+  _recompute_eval(out, ev, [float(s) for s in scores], submission="STS-B.tsv")
+  # The file's scores are the model's: recompute from the checkpoint.
   model, pre, run = _reload(out)
   assert run["is_regression"] is True and run["labels"] == []
   task = cd.get_task("sts-b")
   dev = cd.read_split(task, d + "/dev.tsv", task.dev[0])
   pred = classifier.predict_logits(model, classifier.eval_dataset(pre, task, dev, 16))
   assert pred.shape == (12, 1)
-  scores = expect["dev"][2]
-  y = np.array(scores, np.float64)
-  assert float(ev["eval_loss"]) == pytest.approx(np.mean((pred[:, 0] - y) ** 2), rel=1e-4)
-  assert float(ev["eval_pearson"]) == pytest.approx(metrics.pearson(pred[:, 0], y),
-                                                    abs=1e-6)
-  assert float(ev["eval_spearmanr"]) == pytest.approx(metrics.spearman(pred[:, 0], y),
-                                                      abs=1e-6)
   test = _tsv(os.path.join(out, "test_results.tsv"))
-  assert len(test) == 8 and all(len(r) == 1 for r in test)
+  assert len(test) == 12 and all(len(r) == 1 for r in test)
+  np.testing.assert_allclose([float(r[0]) for r in test], pred[:, 0], atol=1e-5)
   sub = _tsv(os.path.join(out, "STS-B.tsv"))
-  assert sub[0] == ["index", "prediction"] and len(sub) == 9
-  np.testing.assert_allclose([float(r[1]) for r in sub[1:]],
-                             [float(r[0]) for r in test], atol=5e-4)
+  assert sub[0] == ["index", "prediction"] and len(sub) == 13
 
 
 @pytest.mark.slow
 def test_generic_csv_end_to_end(tmp_path):
   d, out = str(tmp_path / "csv"), str(tmp_path / "out")
-  write_csv(d)
+  expect = write_csv(d)
+  # test.csv = the dev rows (ids r0..r11): its predictions are of dev rows.
+  with open(d + "/dev.csv", "rb") as f:
+    open(d + "/test.csv", "wb").write(f.read())
   params = _params("csv", d, out, num_train_epochs=1, text_a_column="statement",
                    text_b_column="reply", label_column="verdict")
   jobs.run_classifier(params, STRATEGY(), do_train=True,
                             do_eval=True, do_predict=True, print_fn=lambda s: None)
-  assert set(_eval_results(out)) == {"eval_accuracy", "eval_loss", "global_step"}
+  ev = _eval_results(out)
+  assert set(ev) == {"eval_accuracy", "eval_loss", "global_step"}
+  assert _eval_results(os.path.join(out, "best")) == ev  # one eval: best = last
   run = json.load(open(os.path.join(out, classifier.RUN_CONFIG)))
   assert run["labels"] == ["random", "reply"] and run["is_pair"] is True
-  assert np.array(_tsv(os.path.join(out, "test_results.tsv")), float).shape == (8, 2)
+  assert np.array(_tsv(os.path.join(out, "test_results.tsv")), float).shape == (12, 2)
+  _recompute_eval(out, ev, expect["dev"][2], submission="csv.tsv")
   sub = _tsv(os.path.join(out, "csv.tsv"))
-  assert [r[0] for r in sub[1:]] == ["r%d" % i for i in range(8)]
-  assert {r[1] for r in sub[1:]} <= {"random", "reply"}
+  assert [r[0] for r in sub[1:]] == ["r%d" % i for i in range(12)]
   # Predict-only later: labels come from the run's classifier_config.json.
   params.labels = None
   res = jobs.run_classifier(params, STRATEGY(),
@@ -593,7 +657,11 @@ def test_generic_csv_end_to_end(tmp_path):
 def test_mnli_cli(tmp_path):
   """The CLI: MNLI matched + mismatched dev and test, submission files."""
   d, out = str(tmp_path / "mnli"), str(tmp_path / "out")
-  write_mnli(d)
+  expect = write_mnli(d)
+  # The test files hold the dev rows (MNLI's 10 test columns): scikit-learn
+  # recomputes both dev results from the written predictions.
+  for dev, test in (("dev_matched", "test_matched"), ("dev_mismatched", "test_mismatched")):
+    _dev_rows_as_test("%s/%s.tsv" % (d, dev), "%s/%s.tsv" % (d, test), len(MNLI_HEAD))
   p = run_tool(["tools/run_classifier.py", "--task_name=MNLI", "--do_train",
                 "--do_eval", "--do_predict", "--data_dir=" + d, "--vocab_file=" + VOCAB,
                 "--bert_config_file=" + TINY_CONFIG, "--max_seq_length=32",
@@ -603,12 +671,15 @@ def test_mnli_cli(tmp_path):
   ev = _eval_results(out)
   assert set(ev) == {"eval_accuracy", "eval_loss", "eval_mismatched_accuracy",
                      "eval_mismatched_loss", "global_step"}
-  for results, sub, n in (("test_results.tsv", "MNLI-m.tsv", 6),
-                          ("test_results_mismatched.tsv", "MNLI-mm.tsv", 6)):
-    assert np.array(_tsv(os.path.join(out, results)), float).shape == (n, 3)
+  assert _eval_results(os.path.join(out, "best")) == ev  # one eval: best = last
+  for results, sub, dev, prefix in (
+      ("test_results.tsv", "MNLI-m.tsv", "dev", "eval_"),
+      ("test_results_mismatched.tsv", "MNLI-mm.tsv", "dev_mismatched", "eval_mismatched_")):
+    assert np.array(_tsv(os.path.join(out, results)), float).shape == (8, 3)
     rows = _tsv(os.path.join(out, sub))
-    assert rows[0] == ["index", "prediction"] and len(rows) == n + 1
+    assert rows[0] == ["index", "prediction"] and len(rows) == 9
     assert {r[1] for r in rows[1:]} <= set(NLI)
+    _recompute_eval(out, ev, expect[dev][2], results, sub, prefix)
 
 
 def test_tfds_glue_on_disk(tmp_path, monkeypatch):

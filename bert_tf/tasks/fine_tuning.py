@@ -285,13 +285,52 @@ class FineTuningTask(base.Task):
 
   # --- set-up ------------------------------------------------------------
 
+  # Settings a training run records in run_config_file that a later run on
+  # the same output_dir without training (predict, export) takes over where
+  # its own flag is left at the default; of those, the ones that must equal
+  # the training run's (the casing of the vocab the model learned).
+  recorded_keys = ("do_lower_case", "preserve_unused_tokens", "max_seq_length")
+  must_match_keys = ("do_lower_case", "preserve_unused_tokens")
+
   def _set_actions(self, do_train=None, do_eval=None, do_predict=None) -> None:
     """``do_train`` / ``do_eval`` / ``do_predict``: as given, else the
-    params' flags."""
+    params' flags; then, without training, :meth:`_adopt_recorded_settings`."""
     p = self.params
     self.do_train = p.do_train if do_train is None else do_train
     self.do_eval = p.do_eval if do_eval is None else do_eval
     self.do_predict = p.do_predict if do_predict is None else do_predict
+    if not self.do_train:
+      self._adopt_recorded_settings()
+
+  def _adopt_recorded_settings(self) -> None:
+    """A run without training on a finished run's ``output_dir`` tokenizes as
+    that run trained: each of :attr:`recorded_keys` left at its default is
+    set (in ``self.params``, in place) to the value recorded in
+    :attr:`run_config_file`; an explicit other ``max_seq_length`` (or NER
+    ``doc_stride``) is kept (the model takes any length up to
+    ``max_position_embeddings``).
+
+    Raises:
+      errors.ParamsError: an explicit value of :attr:`must_match_keys` that
+        differs from the recorded one (names the flag, both values, the file).
+    """
+    p = self.params
+    path = os.path.join(p.output_dir, self.run_config_file) if self.run_config_file else ""
+    if not path or not os.path.exists(path):
+      return
+    with open(path, encoding="utf-8") as f:
+      recorded = json.load(f)
+    defaults = {f.name: f.default for f in dataclasses.fields(p)}
+    for key in self.recorded_keys:
+      if key not in recorded or getattr(p, key) == recorded[key]:
+        continue
+      if getattr(p, key) == defaults.get(key):
+        setattr(p, key, recorded[key])
+      elif key in self.must_match_keys:
+        raise errors.ParamsError(
+            "%s=%s, but the model in %s was trained with %s=%s (%s): drop the flag"
+            % (key, getattr(p, key), p.output_dir, key, recorded[key], path),
+            argument=key)
 
   def _set_preprocessor(self, config: config_lib.BertConfig, vocab_file: str) -> None:
     """Checks ``max_seq_length`` against ``config``; sets ``config``,

@@ -149,6 +149,7 @@ class TokenTaggingTask(fine_tuning.FineTuningTask):
   example_unit = "windows"
   normalized_loss = True
   run_config_file = RUN_CONFIG
+  recorded_keys = fine_tuning.FineTuningTask.recorded_keys + ("doc_stride",)
 
   def __init__(self, params: NerParams):
     self.params = p = params

@@ -458,22 +458,111 @@ def test_export_tool_errors(run, tmp_path):
 
 
 
+# ------------------------------------------------------------ fuzzing
+#
+# Every served output against the in-process reference (``reference`` and
+# the project's ``BertPreprocessor``): the same token ids, the same labels,
+# logits within 1e-5. Strings from every Unicode category except Cs (lone
+# surrogates cannot be encoded as UTF-8, so they cannot reach a string
+# tensor), with the rare parts drawn on purpose: unassigned code points (Cn),
+# controls, format and private-use characters (Cc, Cf, Co), combining marks
+# (M), CJK, emoji, separators; and raw bytes (invalid UTF-8). The exports are
+# module-scoped fixtures: every example reuses the same loaded signatures.
 
-def _check_outputs(out, n):
-  p = out["probabilities"].numpy()
-  assert p.shape == (n, 2) and out["logits"].shape == (n, 2)
-  assert np.all(np.isfinite(p)) and np.all(np.isfinite(out["logits"].numpy()))
-  np.testing.assert_allclose(p.sum(-1), np.ones(n), atol=1e-5)
-  assert out["labels"].shape == (n,)
+UNICODE_ALPHABETS = (
+    st.characters(exclude_categories=["Cs"]),  # every category but surrogates
+    st.characters(categories=["Cn"]),  # unassigned (noncharacters included)
+    st.characters(categories=["Cc", "Cf", "Co"]),  # controls, format, private use
+    st.characters(categories=["Mn", "Mc", "Me"]),  # combining marks
+    st.characters(categories=["Zs", "Zl", "Zp"]),  # separators (NBSP, U+3000, ...)
+    st.characters(min_codepoint=0x4E00, max_codepoint=0x9FFF),  # CJK
+    st.characters(min_codepoint=0x1F300, max_codepoint=0x1FAFF),  # emoji
+    st.sampled_from("abcdefghijklmnopqrstuvwxyz ABCXYZ.,'?-"))  # words
+
+# One string of each kind the fuzzing must reach, as an explicit example
+# (hypothesis draws short strings mostly): accents and combining marks, CJK,
+# emoji (with ZWJ), unassigned and noncharacters, controls, format and
+# private-use characters, separators, invalid UTF-8, and a long mixed text.
+AWKWARD = [
+    "Caf\u00e9 na\u0131\u0308ve e\u0301\u0300 \u20dd Z\u00fcrich".encode(),
+    "\u6771\u4eac\u306f\u5927\u304d\u3044 \u5317\u4eac".encode(),
+    "emoji \U0001F600\U0001F468\u200d\U0001F469\u200d\U0001F467 ok\U0001FAE0".encode(),
+    "\u0378\u0380 \U000E0080 \uffff \U0010FFFE \ufdd0 x".encode(),  # Cn
+    "a\x00b\x07\x1b[0m \u200b\u200e\u2066 \ue000\U000F0000".encode(),  # Cc Cf Co
+    "x\u00a0y\u3000z\u2028w\u2029v\u2003u".encode(),  # Zs Zl Zp
+    b"\xff\xfe bad \xc3 bytes \x80 \xed\xa0\x80",  # invalid UTF-8 (an encoded surrogate)
+    ("Ab\u00e7 \u6771\U0001F600\u0301 \u0378\x01 " * 150)[:2000].encode(),
+]
 
 
-@hypothesis.settings(max_examples=30, deadline=None,
+def fuzz_strings(max_size):
+  """UTF-8 bytes of text from every Unicode category but Cs (runs of one
+  alphabet of ``UNICODE_ALPHABETS`` each, so that the rare ones show up in
+  few examples), long texts (such a text repeated up to ``max_size``
+  characters: hypothesis alone draws short strings), or raw bytes; at most
+  ``max_size`` characters / bytes."""
+  run = st.one_of(*[st.text(a, min_size=1, max_size=max(1, max_size // 4))
+                    for a in UNICODE_ALPHABETS])
+  text = st.lists(run, max_size=12).map("".join)
+  long = st.builds(lambda t, n: t * n, st.lists(run, min_size=1, max_size=12).map("".join),
+                   st.integers(1, max_size))
+  return st.one_of(text, long).map(lambda t: t[:max_size].encode("utf-8")) | st.binary(
+      max_size=max_size)
+
+
+def served_equals_reference(run, serving, data):
+  """Every output of the four string signatures equals the in-process one."""
+  rev = data[::-1]
+  for got, want in (
+      (serving["single"](text=tf.constant(data, tf.string)), reference(run, data)),
+      (serving["pair"](text_a=tf.constant(data, tf.string), text_b=tf.constant(rev, tf.string)),
+       reference(run, data, rev))):
+    got = {k: v.numpy() for k, v in got.items()}
+    assert set(got) == set(want)
+    np.testing.assert_allclose(got["logits"], want["logits"], atol=1e-5, rtol=0)
+    np.testing.assert_allclose(got["probabilities"], want["probabilities"], atol=1e-5, rtol=0)
+    # The same labels. Where the reference's two logits are within the
+    # tolerance of each other, rounding may pick either: there the served
+    # label only has to be the argmax of the served logits.
+    decided = np.abs(want["logits"][:, 0] - want["logits"][:, 1]) > 2e-5
+    np.testing.assert_array_equal(got["label_ids"][decided], want["label_ids"][decided])
+    np.testing.assert_array_equal(got["label_ids"], got["logits"].argmax(-1))
+    assert got["labels"].tolist() == [LABELS[i].encode() for i in got["label_ids"]]
+  for got, b in ((serving["pre"](text=tf.constant(data, tf.string)), None),
+                 (serving["pre_pair"](text_a=tf.constant(data, tf.string),
+                                      text_b=tf.constant(rev, tf.string)), rev)):
+    want = run["pre"](tf.constant(data, tf.string),
+                      None if b is None else tf.constant(b, tf.string))
+    assert set(got) == {"input_word_ids", "input_mask", "input_type_ids", "input_ids",
+                        "segment_ids"}
+    for hub, ours in (("input_word_ids", "input_ids"), ("input_mask", "input_mask"),
+                      ("input_type_ids", "segment_ids")):
+      np.testing.assert_array_equal(got[hub].numpy(), want[ours].numpy())
+      np.testing.assert_array_equal(got[ours].numpy(), want[ours].numpy())
+
+
+@pytest.fixture(scope="module")
+def fuzz_serving(run, serving):
+  """The classifier signatures and the preprocessor's two, loaded once."""
+  pre = tf.saved_model.load(run["paths"]["preprocessor"])
+  return dict(serving, pre=pre.signatures["serving_default"], pre_pair=pre.signatures["pair"])
+
+
+@hypothesis.settings(max_examples=10, deadline=None,
                      suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture])
-@hypothesis.given(texts=st.lists(st.one_of(st.text(max_size=300),
-                                           st.binary(max_size=300)), max_size=6))
-def test_random_unicode_and_bytes_property(serving, texts):
-  data = [t.encode("utf-8") if isinstance(t, str) else t for t in texts]
-  _check_outputs(serving["single"](text=tf.constant(data, tf.string)), len(data))
-  out = serving["pair"](text_a=tf.constant(data, tf.string),
-                        text_b=tf.constant(data[::-1], tf.string))
-  _check_outputs(out, len(data))
+@hypothesis.given(data=st.lists(fuzz_strings(300), min_size=1, max_size=6))
+@hypothesis.example(data=AWKWARD)
+def test_random_unicode_and_bytes_property(run, fuzz_serving, data):
+  served_equals_reference(run, fuzz_serving, data)
+
+
+@pytest.mark.slow
+@hypothesis.settings(max_examples=200, deadline=None,
+                     suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture,
+                                            hypothesis.HealthCheck.too_slow,
+                                            hypothesis.HealthCheck.data_too_large])
+@hypothesis.given(data=st.lists(fuzz_strings(2000), min_size=1, max_size=4))
+def test_random_unicode_and_bytes_property_200(run, fuzz_serving, data):
+  """200 examples, each through all four string signatures; strings up to
+  2,000 characters."""
+  served_equals_reference(run, fuzz_serving, data)

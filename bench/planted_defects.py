@@ -60,8 +60,8 @@ from typing import List, Optional, Sequence, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-from _cpuinfo import cpu_line  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+from _cpuinfo import cpu_line  # a script's own folder is first on sys.path  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
 @dataclasses.dataclass(frozen=True)

@@ -197,7 +197,7 @@ def test_tool_keeps_the_original_flags():
            "jit_compile", "nsp", "dynamic", "vocab_file", "deterministic"}
   assert original | added <= flags, (original | added) - flags
   for enum in ("one_device|mirrored|multi_worker_mirrored|tpu",
-               "adamw_original|adamw|lamb", "float32|mixed_bfloat16|mixed_float16"):
+               "adamw_original|adamw|lamb", "float32|mixed_bfloat16|mixed_float16|auto"):
     assert "<%s>" % enum in p.stdout
 
 

@@ -426,9 +426,10 @@ class Runner:
     if is_chief and do_train:  # before anything in output_dir is rewritten
       check_recipe(p.output_dir, training_recipe(task),
                    resuming=tf.train.latest_checkpoint(p.output_dir) is not None)
-    if is_chief and (do_train or not all(
-        os.path.exists(os.path.join(p.output_dir, f)) for f in task.run_files if f)):
-      task.write_run_files(p.output_dir)  # a predict/export run keeps the training run's
+    if is_chief:
+      if do_train or not all(os.path.exists(os.path.join(p.output_dir, f))
+                             for f in task.run_files if f):
+        task.write_run_files(p.output_dir)  # a predict/export run keeps the training run's
     else:
       ckpt_dir = tempfile.mkdtemp(prefix=".worker%d." % worker_index,
                                   dir=p.output_dir)

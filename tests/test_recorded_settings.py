@@ -36,7 +36,8 @@ def test_predict_and_export_runs_use_the_recorded_tokenizer_settings(tmp_path):
   assert json.loads(before)["max_seq_length"] == 48
 
   # Export without the flag: the recorded 48, the settings file untouched.
-  run_tool(common + ["--export_dir=" + str(tmp_path / "export")])
+  proc = run_tool(common + ["--export_dir=" + str(tmp_path / "export")])
+  assert "resumed from" in proc.stdout  # the trained weights, not a fresh model
   with open(settings, encoding="utf-8") as f:
     assert f.read() == before
   exported = [os.path.join(r, n) for r, _, ns in os.walk(tmp_path / "export")
@@ -61,6 +62,7 @@ def test_predict_and_export_runs_use_the_recorded_tokenizer_settings(tmp_path):
   assert not os.path.exists(os.path.join(out, "test_results.tsv"))
 
   # Predict with an explicit longer length: kept; the training run's file stays.
-  run_tool(common + ["--do_predict", "--max_seq_length=64"])
+  proc = run_tool(common + ["--do_predict", "--max_seq_length=64"])
+  assert "resumed from" in proc.stdout
   with open(settings, encoding="utf-8") as f:
     assert f.read() == before

@@ -27,6 +27,7 @@ from bert_tf.tasks import classification as classifier
 from bert_tf import config as config_lib
 from bert_tf import preprocessing
 from conftest import MOVIE_DIR, TINY_CONFIG, VOCAB, copy_slice, run_tool
+from fuzz_util import AWKWARD, SLOW_MAX_CHARS, fuzz_settings, slow_fuzz, unicode_strings
 from bert_tf.export import fine_tuned
 from bert_tf.export import saved_model
 from bert_tf.export import serving_ops
@@ -457,57 +458,15 @@ def test_export_tool_errors(run, tmp_path):
     fine_tuned.load_fine_tuned(run["ft"], max_seq_length=600)
 
 
-
 # ------------------------------------------------------------ fuzzing
 #
 # Every served output against the in-process reference (``reference`` and
 # the project's ``BertPreprocessor``): the same token ids, the same labels,
-# logits within 1e-5. Strings from every Unicode category except Cs (lone
-# surrogates cannot be encoded as UTF-8, so they cannot reach a string
-# tensor), with the rare parts drawn on purpose: unassigned code points (Cn),
-# controls, format and private-use characters (Cc, Cf, Co), combining marks
-# (M), CJK, emoji, separators; and raw bytes (invalid UTF-8). The exports are
-# module-scoped fixtures: every example reuses the same loaded signatures.
-
-UNICODE_ALPHABETS = (
-    st.characters(exclude_categories=["Cs"]),  # every category but surrogates
-    st.characters(categories=["Cn"]),  # unassigned (noncharacters included)
-    st.characters(categories=["Cc", "Cf", "Co"]),  # controls, format, private use
-    st.characters(categories=["Mn", "Mc", "Me"]),  # combining marks
-    st.characters(categories=["Zs", "Zl", "Zp"]),  # separators (NBSP, U+3000, ...)
-    st.characters(min_codepoint=0x4E00, max_codepoint=0x9FFF),  # CJK
-    st.characters(min_codepoint=0x1F300, max_codepoint=0x1FAFF),  # emoji
-    st.sampled_from("abcdefghijklmnopqrstuvwxyz ABCXYZ.,'?-"))  # words
-
-# One string of each kind the fuzzing must reach, as an explicit example
-# (hypothesis draws short strings mostly): accents and combining marks, CJK,
-# emoji (with ZWJ), unassigned and noncharacters, controls, format and
-# private-use characters, separators, invalid UTF-8, and a long mixed text.
-AWKWARD = [
-    "Caf\u00e9 na\u0131\u0308ve e\u0301\u0300 \u20dd Z\u00fcrich".encode(),
-    "\u6771\u4eac\u306f\u5927\u304d\u3044 \u5317\u4eac".encode(),
-    "emoji \U0001F600\U0001F468\u200d\U0001F469\u200d\U0001F467 ok\U0001FAE0".encode(),
-    "\u0378\u0380 \U000E0080 \uffff \U0010FFFE \ufdd0 x".encode(),  # Cn
-    "a\x00b\x07\x1b[0m \u200b\u200e\u2066 \ue000\U000F0000".encode(),  # Cc Cf Co
-    "x\u00a0y\u3000z\u2028w\u2029v\u2003u".encode(),  # Zs Zl Zp
-    b"\xff\xfe bad \xc3 bytes \x80 \xed\xa0\x80",  # invalid UTF-8 (an encoded surrogate)
-    ("Ab\u00e7 \u6771\U0001F600\u0301 \u0378\x01 " * 150)[:2000].encode(),
-]
-
-
-def fuzz_strings(max_size):
-  """UTF-8 bytes of text from every Unicode category but Cs (runs of one
-  alphabet of ``UNICODE_ALPHABETS`` each, so that the rare ones show up in
-  few examples), long texts (such a text repeated up to ``max_size``
-  characters: hypothesis alone draws short strings), or raw bytes; at most
-  ``max_size`` characters / bytes."""
-  run = st.one_of(*[st.text(a, min_size=1, max_size=max(1, max_size // 4))
-                    for a in UNICODE_ALPHABETS])
-  text = st.lists(run, max_size=12).map("".join)
-  long = st.builds(lambda t, n: t * n, st.lists(run, min_size=1, max_size=12).map("".join),
-                   st.integers(1, max_size))
-  return st.one_of(text, long).map(lambda t: t[:max_size].encode("utf-8")) | st.binary(
-      max_size=max_size)
+# logits within 1e-5, on strings from ``fuzz_util.unicode_strings`` (UTF-8
+# text of every Unicode category but Cs, the rare ones drawn on purpose, or
+# invalid UTF-8) and ``fuzz_util.AWKWARD`` (one string of each kind) as an
+# explicit example. The exports are module-scoped fixtures: every example
+# reuses the same loaded signatures.
 
 
 def served_equals_reference(run, serving, data):
@@ -548,20 +507,15 @@ def fuzz_serving(run, serving):
   return dict(serving, pre=pre.signatures["serving_default"], pre_pair=pre.signatures["pair"])
 
 
-@hypothesis.settings(max_examples=10, deadline=None,
-                     suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture])
-@hypothesis.given(data=st.lists(fuzz_strings(300), min_size=1, max_size=6))
+@fuzz_settings(10)
+@hypothesis.given(data=st.lists(unicode_strings(300), min_size=1, max_size=6))
 @hypothesis.example(data=AWKWARD)
 def test_random_unicode_and_bytes_property(run, fuzz_serving, data):
   served_equals_reference(run, fuzz_serving, data)
 
 
-@pytest.mark.slow
-@hypothesis.settings(max_examples=200, deadline=None,
-                     suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture,
-                                            hypothesis.HealthCheck.too_slow,
-                                            hypothesis.HealthCheck.data_too_large])
-@hypothesis.given(data=st.lists(fuzz_strings(2000), min_size=1, max_size=4))
+@slow_fuzz
+@hypothesis.given(data=st.lists(unicode_strings(SLOW_MAX_CHARS), min_size=1, max_size=4))
 def test_random_unicode_and_bytes_property_200(run, fuzz_serving, data):
   """200 examples, each through all four string signatures; strings up to
   2,000 characters."""

@@ -28,7 +28,7 @@ from bert_tf.modeling import tagging
 from bert_tf.modeling.tagging import BertTokenClassifier
 from bert_tf.tasks import tagging as tagging_task
 from conftest import NER_DIR, TINY_CONFIG, VOCAB, require, run_tool
-from test_swag import unicode_strings  # one strategy for both exports
+from fuzz_util import AWKWARD, SLOW_MAX_CHARS, fuzz_settings, slow_fuzz, unicode_strings
 
 NER_DEV = os.path.join(NER_DIR, "dev.txt")
 NER_TRAIN = os.path.join(NER_DIR, "train.txt")
@@ -473,20 +473,23 @@ def test_reference_comparison_fails_on_a_wrong_answer(exported):
     _serve_and_compare(dict(exported, fn=shifted), sents)
 
 
-@hypothesis.settings(max_examples=15, deadline=None)
+# Hypothesis: sentences from ``fuzz_util.unicode_strings`` (UTF-8 text of
+# every Unicode category but Cs, the rare ones drawn on purpose, or invalid
+# UTF-8); ``AWKWARD`` (one string of each kind) as an explicit example.
+
+
+@fuzz_settings(15)
 @hypothesis.given(sents=st.lists(unicode_strings(60), max_size=4))
+@hypothesis.example(sents=AWKWARD)
 def test_export_random_strings_equal_model(exported, sents):
   _serve_and_compare(exported, sents)
 
 
-@pytest.mark.slow
-@hypothesis.settings(max_examples=200, deadline=None, suppress_health_check=[
-    hypothesis.HealthCheck.data_too_large, hypothesis.HealthCheck.too_slow,
-    hypothesis.HealthCheck.large_base_example])
-@hypothesis.given(sents=st.lists(unicode_strings(2000), min_size=1, max_size=3))
+@slow_fuzz
+@hypothesis.given(sents=st.lists(unicode_strings(SLOW_MAX_CHARS), min_size=1, max_size=3))
 def test_export_random_long_strings_equal_model(exported, sents):
   """200 batches of sentences up to 2,000 characters of every category (Cs
-  excluded, see test_swag.CHARS) and invalid UTF-8: every output == the
+  excluded, see ``fuzz_util``) and invalid UTF-8: every output == the
   reference's."""
   _serve_and_compare(exported, sents)
 

@@ -37,7 +37,7 @@ from bert_tf.export import serving_ops
 from bert_tf.export import squad
 from bert_tf.modeling.models import BertQuestionAnswerer
 from conftest import ROOT, SQUAD_V1_DIR, TINY_CONFIG, VOCAB, compile_c_loader, require, run_tool
-from test_export import AWKWARD, fuzz_strings
+from fuzz_util import AWKWARD, SLOW_MAX_CHARS, fuzz_settings, slow_fuzz, unicode_strings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ORIGINAL = os.path.join(HERE, "original_squad.py")
@@ -670,26 +670,22 @@ def test_export_rejects_inconsistent_lengths(exports, tmp_path):
 
 # Hypothesis: (question, context) pairs of text from every Unicode category
 # but Cs (lone surrogates cannot be UTF-8 encoded), the rare categories drawn
-# on purpose (``test_export.fuzz_strings``; ``AWKWARD``: one string of each
+# on purpose (``fuzz_util.unicode_strings``; ``AWKWARD``: one string of each
 # kind as an explicit example), or raw bytes; every served output against the
 # in-process module. The exports are loaded once per module.
 
 
-@hypothesis.settings(max_examples=10, deadline=None,
-                     suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture])
-@hypothesis.given(pairs=st.lists(st.tuples(fuzz_strings(80), fuzz_strings(400)),
+@fuzz_settings(10)
+@hypothesis.given(pairs=st.lists(st.tuples(unicode_strings(80), unicode_strings(400)),
                                  min_size=1, max_size=4))
 @hypothesis.example(pairs=[(AWKWARD[i - 1], c) for i, c in enumerate(AWKWARD)])
 def test_random_unicode_and_bytes_property(served, in_process, pairs):
   served_equals_in_process(served, in_process, [q for q, _ in pairs], [c for _, c in pairs])
 
 
-@pytest.mark.slow
-@hypothesis.settings(max_examples=200, deadline=None,
-                     suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture,
-                                            hypothesis.HealthCheck.too_slow,
-                                            hypothesis.HealthCheck.data_too_large])
-@hypothesis.given(pairs=st.lists(st.tuples(fuzz_strings(200), fuzz_strings(2000)),
+@slow_fuzz
+@hypothesis.given(pairs=st.lists(st.tuples(unicode_strings(200),
+                                           unicode_strings(SLOW_MAX_CHARS)),
                                  min_size=1, max_size=3))
 def test_random_unicode_and_bytes_property_200(served, in_process, pairs):
   """200 examples through both signatures (v1, v2); contexts up to 2,000

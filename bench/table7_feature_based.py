@@ -45,7 +45,6 @@ the table; writes the rows to ``--output`` (JSON).
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -60,6 +59,7 @@ import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-posi
 from bert_tf import tokenization  # pylint: disable=wrong-import-position
 from bert_tf.data import conll  # pylint: disable=wrong-import-position
 from bert_tf.modeling import encoder as encoder_lib  # pylint: disable=wrong-import-position
+from bert_tf.tools.minilm_dir import minilm_dir  # pylint: disable=wrong-import-position
 from _cpuinfo import cpu_info  # pylint: disable=wrong-import-position
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -68,12 +68,6 @@ ROWS = ("embeddings", "second_to_last", "last", "weighted_sum_last_four",
 PAPER = {"fine_tuning": 96.4, "embeddings": 91.0, "second_to_last": 95.6,
          "last": 94.9, "weighted_sum_last_four": 95.9, "concat_last_four": 96.1,
          "weighted_sum_all": 95.5}
-
-
-def minilm_dir():
-  out = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "minilm_dir.py")],
-                       capture_output=True, text=True, check=True)
-  return out.stdout.strip()
 
 
 def word_pieces(tokenizer, words, max_pieces):

@@ -3,7 +3,6 @@
 import importlib
 import importlib.util
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -66,25 +65,12 @@ def compile_c_loader(out_dir):
   gcc and the TensorFlow wheel's C library are always present on the
   project's machines: a missing one is a failure, not a skip.
   """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  gcc = shutil.which("gcc")
-  assert gcc is not None, "gcc not found: the C loader tests need a C compiler"
-  tf_dir = os.path.dirname(tf.__file__)
-  libs = [os.path.join(tf_dir, n) for n in ("libtensorflow_cc.so.2",
-                                            "libtensorflow_framework.so.2")]
-  header = os.path.join(tf_dir, "include", "tensorflow", "c", "c_api.h")
-  missing = [f for f in libs + [header] if not os.path.exists(f)]
-  assert not missing, "the TensorFlow wheel lacks %s" % missing
-  exe = os.path.join(out_dir, "serve")
-  cmd = [gcc, "-O1", "-o", exe, os.path.join(ROOT, "tests", "c_loader", "serve.c"),
-         "-I" + os.path.join(tf_dir, "include"), "-L" + tf_dir,
-         "-l:libtensorflow_cc.so.2", "-l:libtensorflow_framework.so.2",
-         "-Wl,-rpath," + os.path.realpath(tf_dir)]
-  if shutil.which("ld.gold"):
-    cmd.insert(1, "-fuse-ld=gold")  # links the 1 GB library in ~5 s, not ~45 s
-  proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-  assert proc.returncode == 0, "gcc failed (%d):\n%s" % (proc.returncode, proc.stderr[-3000:])
-  return exe
+  from bert_tf.export import c_api  # pylint: disable=g-import-not-at-top
+  try:
+    return c_api.build_c_program(os.path.join(ROOT, "tests", "c_loader", "serve.c"),
+                                 os.path.join(out_dir, "serve"), optimize="-O1")
+  except RuntimeError as e:
+    pytest.fail(str(e), pytrace=False)
 
 
 @pytest.fixture(scope="session")

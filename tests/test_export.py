@@ -28,6 +28,7 @@ from bert_tf import config as config_lib
 from bert_tf import preprocessing
 from conftest import MOVIE_DIR, TINY_CONFIG, VOCAB, copy_slice, run_tool
 from fuzz_util import AWKWARD, SLOW_MAX_CHARS, fuzz_settings, slow_fuzz, unicode_strings
+from bert_tf.export import c_api
 from bert_tf.export import fine_tuned
 from bert_tf.export import saved_model
 from bert_tf.export import serving_ops
@@ -91,17 +92,6 @@ def _decode(res):
     else:
       out[k] = np.array(v["values"]).reshape(v["shape"])
   return out
-
-
-def signature_tensors(path, signature="serving_default"):
-  """``({input_key: tensor_name}, {output_key: tensor_name})`` from saved_model.pb."""
-  from tensorflow.core.protobuf import saved_model_pb2  # pylint: disable=g-import-not-at-top
-  sm = saved_model_pb2.SavedModel()
-  with open(os.path.join(path, "saved_model.pb"), "rb") as f:
-    sm.ParseFromString(f.read())
-  sig = sm.meta_graphs[0].signature_def[signature]
-  return ({k: v.name for k, v in sig.inputs.items()},
-          {k: v.name for k, v in sig.outputs.items()})
 
 
 @pytest.fixture(scope="module")
@@ -217,7 +207,7 @@ def test_fresh_process_matches_in_process(run, fresh):
 
 def _c_serve(exe, path, inputs, libraries, work):
   """Runs the C loader on ``path``'s serving_default; returns {output: array}."""
-  in_names, out_names = signature_tensors(path)
+  in_names, out_names = c_api.signature_tensors(path)
   lines = ["model " + path] + ["lib " + l for l in libraries]
   for key, values in inputs.items():
     fname = os.path.join(work, "in_%s.bin" % key)

@@ -69,8 +69,9 @@ class IdsServingModule(tf.Module):
         spec("input_word_ids"), spec("input_mask"), spec("input_type_ids")])
 
   def _serve(self, input_word_ids, input_mask, input_type_ids):
-    logits = self._layer.obj({"input_ids": input_word_ids, "input_mask": input_mask,
-                              "segment_ids": input_type_ids}, training=False)
+    logits = saved_model._serving_call(self, {  # pylint: disable=protected-access
+        "input_ids": input_word_ids, "input_mask": input_mask,
+        "segment_ids": input_type_ids})
     return {"probabilities": tf.nn.softmax(logits, -1), "logits": logits}
 
 

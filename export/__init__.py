@@ -22,7 +22,8 @@ Public API (imported lazily):
 Modules: ``saved_model`` (serving modules, SavedModel writing), ``warmup``
 (``tf_serving_warmup_requests``), ``serving_ops`` (non-core ops and the
 minimum TF Serving version), ``fine_tuned`` (rebuild a run directory),
-``squad`` (the SQuAD serving module).
+``squad`` (the SQuAD serving module), ``c_api`` (a signature's tensor names
+and building a C client against the wheel: serving with no Python).
 
 Example::
 

@@ -81,7 +81,7 @@ class AllLayersServingModule(tf.Module):
   def predict(self, text_a: tf.Tensor, text_b: Optional[tf.Tensor] = None) -> dict:
     """The serving computation on string [B] batches; returns the output dict."""
     features = preprocessing.trim_to_longest(self.preprocessor(text_a, text_b))
-    out = self.encoder(features, training=False)
+    out = saved_model._serving_call(self, features)  # pylint: disable=protected-access
     mask = features["input_mask"]
     ids = features["input_ids"]
     tokens = tf.where(mask > 0, tf.gather(self.vocab, ids), tf.constant(""))

@@ -339,7 +339,7 @@ def run_preprocessor(run: RunDir) -> preprocessing.BertPreprocessor:
 
 
 def export_run(run: RunDir, what: Optional[str], export_dir: str,
-               version: Optional[int] = None) -> str:
+               version: Optional[int] = None, xla: bool = False) -> str:
   """Writes ``export_dir/<version>/`` for ``run``; returns its path.
 
   Args:
@@ -348,14 +348,17 @@ def export_run(run: RunDir, what: Optional[str], export_dir: str,
       for the run's own model (a pretraining run: ``encoder``).
     export_dir: the model's base directory (TF Serving ``model_base_path``).
     version: integer version; default the next free one.
+    xla: a classifier export whose model body is XLA-compiled on bucketed
+      shapes (:class:`bert_tf.export.saved_model.ClassifierServingModule`).
 
   Returns:
     the path of the version directory (written under a temporary name and
     renamed when whole).
 
   Raises:
-    FineTunedDirError: ``what`` does not fit the run, or a pretraining run's
-      ``preprocessor`` / ``features`` without a vocab.
+    FineTunedDirError: ``what`` does not fit the run, a pretraining run's
+      ``preprocessor`` / ``features`` without a vocab, or ``xla`` for an
+      export other than ``classifier``.
     FileExistsError: that version already exists.
     ValueError / bert_tf.errors.BertTfError: the exporter's checks (lengths).
   """
@@ -365,6 +368,9 @@ def export_run(run: RunDir, what: Optional[str], export_dir: str,
     raise FineTunedDirError(
         "--what=%s: %s is a %s run; it exports as %s" % (
             what, run.output_dir, run.tool, ", ".join(allowed)), argument="what")
+  if xla and what != "classifier":
+    raise FineTunedDirError("--xla: only the classifier export has an XLA-compiled "
+                            "body (this is --what=%s)" % what, argument="xla")
   cfg = run.run_config
   if what == "encoder":
     return saved_model.export_encoder(run.encoder, export_dir, version,
@@ -379,7 +385,7 @@ def export_run(run: RunDir, what: Optional[str], export_dir: str,
     labels = None if cfg["is_regression"] else _labels(cfg, run.output_dir)
     return saved_model.export_classifier(
         run.model, pre, labels, export_dir, run.task_name, cfg["is_pair"], version,
-        is_regression=cfg["is_regression"])
+        is_regression=cfg["is_regression"], xla=xla)
   if what == "squad":
     params = inspect.signature(squad_export.export_squad).parameters
     settings = {k: v for k, v in cfg.items() if k in params and k not in (

@@ -96,7 +96,7 @@ class MultipleChoiceServingModule(tf.Module):
         self.preprocessor(contexts, tf.reshape(endings, [-1])))
     seq = tf.shape(features["input_ids"])[1]
     features = {k: tf.reshape(v, [batch, n, seq]) for k, v in features.items()}
-    logits = tf.cast(self.model(features, training=False), tf.float32)
+    logits = tf.cast(saved_model._serving_call(self, features), tf.float32)  # pylint: disable=protected-access
     return {"probabilities": tf.nn.softmax(logits, axis=-1), "logits": logits,
             "label_id": tf.argmax(logits, axis=-1, output_type=tf.int32)}
 

@@ -51,6 +51,7 @@ import tensorflow as tf
 
 from bert_tf import io_utils
 from bert_tf import preprocessing
+from bert_tf.modeling import layers as bert_layers
 from bert_tf.export import serving_ops
 from bert_tf.export import warmup
 
@@ -80,9 +81,93 @@ def _track_tf_variables(module, layer):
   pooler/bias" (found by ``tests/test_export.py``'s C loader). Tracking the
   wrapped ``tf.Variable``s directly, and not the Keras object, gives one
   variable per weight that is both restored and read.
+
+  Every query/key/value kernel and bias is saved once, as the concatenated
+  copies of a :class:`bert_tf.modeling.layers.FusedQKV` (``fused_qkv``):
+  the serving graph, traced through :func:`_serving_call`, reads those and
+  never concatenates kernels per request.
   """
   module._layer = _Untracked(layer)
-  module.weights = [v.value for v in layer.variables]
+  fused = bert_layers.FusedQKV(layer)
+  module._fused_qkv = _Untracked(fused)
+  replaced = {id(v) for v in fused.replaced}
+  module.weights = [v.value for v in layer.variables if id(v.value) not in replaced]
+  module.fused_qkv = list(fused.variables)
+
+
+def _serving_call(module, inputs):
+  """``module``'s model on ``inputs`` (``training=False``) as the export traces
+  it: with the fused query/key/value copies where :func:`_track_tf_variables`
+  made them (a module that holds its model untracked, for in-process use,
+  calls it plainly)."""
+  model = module._layer.obj  # pylint: disable=protected-access
+  fused = getattr(module, "_fused_qkv", None)
+  if fused is None:
+    return model(inputs, training=False)
+  with fused.obj.active():
+    return model(inputs, training=False)
+
+
+# The compiled-body shapes of an ``xla=True`` export: the batch padded to a
+# power of two up to XLA_MAX_BATCH (larger batches run as chunks of that
+# size), the sequence to a multiple of XLA_LENGTH_STEP (at most
+# max_seq_length). At most 7 x ceil(max_seq_length / 16) compiled shapes
+# (56 at 128 tokens, 168 at 384), whatever the requests.
+XLA_MAX_BATCH = 64
+XLA_LENGTH_STEP = 16
+
+
+def xla_shapes(max_seq_length: int) -> list:
+  """Every ``(batch, length)`` an ``xla=True`` export compiles for (bounded).
+
+  Args:
+    max_seq_length: the export's preprocessor length (tokens).
+
+  Returns:
+    list of ``(batch, length)`` int pairs, batch in 1, 2, 4, ...,
+    :data:`XLA_MAX_BATCH`, length in 16, 32, ... (multiples of
+    :data:`XLA_LENGTH_STEP`) and ``max_seq_length`` itself.
+  """
+  batches = [1 << i for i in range(XLA_MAX_BATCH.bit_length()) if 1 << i <= XLA_MAX_BATCH]
+  lengths = sorted({min(l, max_seq_length) for l in range(
+      XLA_LENGTH_STEP, max_seq_length + XLA_LENGTH_STEP, XLA_LENGTH_STEP)})
+  return [(b, l) for b in batches for l in lengths]
+
+
+def _bucketed_xla_call(module, features, max_seq_length):
+  """:func:`_serving_call` XLA-compiled on bucketed shapes; the same outputs.
+
+  Pads the [B, S] features (ids 0, mask 0: attention never reads padding,
+  and padding rows are dropped after) to a shape of :func:`xla_shapes` and
+  runs ``module._xla_body`` (``jit_compile=True``): B <= XLA_MAX_BATCH in one
+  call, larger batches in chunks of XLA_MAX_BATCH. Works for a model whose
+  output is one float tensor [B, ...] (a classifier's logits).
+  """
+  ids = features["input_ids"]
+  batch, length = tf.shape(ids)[0], tf.shape(ids)[1]
+  step = XLA_LENGTH_STEP
+  padded_len = tf.minimum((length + step - 1) // step * step, max_seq_length)
+  padded_len = tf.maximum(padded_len, length)
+  sizes = tf.constant(sorted({b for b, _ in xla_shapes(max_seq_length)}), tf.int32)
+  pow2 = tf.gather(sizes, tf.minimum(  # the smallest size >= batch (1 for 0)
+      tf.searchsorted(sizes, tf.reshape(batch, [1]))[0], tf.size(sizes) - 1))
+  padded_batch = tf.where(batch > XLA_MAX_BATCH,
+                          (batch + XLA_MAX_BATCH - 1) // XLA_MAX_BATCH * XLA_MAX_BATCH,
+                          pow2)
+  padded = {k: tf.pad(features[k], [[0, padded_batch - batch], [0, padded_len - length]])
+            for k in ("input_ids", "input_mask", "segment_ids")}
+
+  def one_call():
+    return module._xla_body(padded)  # pylint: disable=protected-access
+
+  def chunks():
+    chunked = {k: tf.reshape(v, [-1, XLA_MAX_BATCH, padded_len]) for k, v in padded.items()}
+    out = tf.map_fn(module._xla_body, chunked,  # pylint: disable=protected-access
+                    fn_output_signature=tf.float32, parallel_iterations=1)
+    return tf.reshape(out, tf.concat([[-1], tf.shape(out)[2:]], 0))
+
+  out = tf.cond(batch > XLA_MAX_BATCH, chunks, one_call)
+  return out[:batch]
 
 
 def _string_spec(name):
@@ -131,12 +216,20 @@ class ClassifierServingModule(tf.Module):
     is_pair: two string inputs (``text_a``, ``text_b``) instead of ``text``.
     is_regression: one output ``predictions`` float32 [B] (the single logit,
       original ``run_classifier`` regression head as in STS-B).
+    xla: run the model body XLA-compiled (``jit_compile=True``) on bucketed
+      shapes (:func:`xla_shapes`; logits within float32 rounding of the
+      plain graph). TF Serving runs it with ``--xla_cpu_compilation_enabled``.
   """
 
   def __init__(self, model, preprocessor, labels, is_pair=False,
-               is_regression=False):
+               is_regression=False, xla=False):
     super().__init__(name="bert_classifier_serving")
     _track_tf_variables(self, model)
+    self.xla = bool(xla)
+    if self.xla:
+      self._xla_body = tf.function(
+          lambda f: tf.cast(_serving_call(self, f), tf.float32),
+          jit_compile=True, autograph=False)
     self.preprocessor = preprocessor
     self.is_pair = bool(is_pair)
     self.is_regression = bool(is_regression)
@@ -156,7 +249,10 @@ class ClassifierServingModule(tf.Module):
   def predict(self, text_a, text_b=None):
     """The serving computation; returns the signature's output dict."""
     features = preprocessing.trim_to_longest(self.preprocessor(text_a, text_b))
-    logits = self.model(features, training=False)
+    if self.xla:
+      logits = _bucketed_xla_call(self, features, self.preprocessor.max_seq_length)
+    else:
+      logits = _serving_call(self, features)
     if self.is_regression:
       return {"predictions": logits[:, 0]}
     label_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
@@ -236,9 +332,9 @@ class EncoderServingModule(tf.Module):
             shape[1], self.encoder.config.max_position_embeddings,
             message="sequence longer than max_position_embeddings")]
     with tf.control_dependencies(checks):
-      out = self.encoder({"input_ids": tf.identity(input_word_ids),
-                          "input_mask": input_mask,
-                          "segment_ids": input_type_ids}, training=False)
+      out = _serving_call(self, {"input_ids": tf.identity(input_word_ids),
+                                 "input_mask": input_mask,
+                                 "segment_ids": input_type_ids})
     result = {"sequence_output": tf.cast(out["sequence_output"], tf.float32),
               "pooled_output": tf.cast(out["pooled_output"], tf.float32)}
     for i, layer in enumerate(out["encoder_outputs"]):
@@ -312,11 +408,11 @@ def _text_requests(signature_name, is_pair):
 
 
 def export_classifier(model, preprocessor, labels, export_dir, task_name="",
-                      is_pair=False, version=None, is_regression=False):
+                      is_pair=False, version=None, is_regression=False, xla=False):
   """Writes ``export_dir/<version>/`` (a classifier SavedModel); returns its path.
 
   Args:
-    model, preprocessor, labels, is_pair, is_regression: see
+    model, preprocessor, labels, is_pair, is_regression, xla: see
       :class:`ClassifierServingModule`.
     export_dir: the model's base directory (TF Serving ``model_base_path``).
     task_name: recorded in the metadata file.
@@ -339,7 +435,7 @@ def export_classifier(model, preprocessor, labels, export_dir, task_name="",
       raise ValueError("export_classifier: %d labels for a model with %d outputs"
                        % (len(labels), num))
   module = ClassifierServingModule(model, preprocessor, labels, is_pair,
-                                   is_regression)
+                                   is_regression, xla)
   metadata = {
       "export": "classifier", "task": task_name, "task_name": task_name,
       "labels": None if labels is None else [str(l) for l in labels],
@@ -348,7 +444,10 @@ def export_classifier(model, preprocessor, labels, export_dir, task_name="",
       "max_seq_length": preprocessor.max_seq_length,
       "do_lower_case": preprocessor.do_lower_case,
       "preserve_unused_tokens": preprocessor.preserve_unused_tokens,
+      "xla": bool(xla),
   }
+  if xla:
+    metadata["xla_shapes"] = len(xla_shapes(preprocessor.max_seq_length))
   return _write_export(module, {"serving_default": module.signature()},
                        export_dir, version, metadata,
                        _text_requests("serving_default", is_pair))

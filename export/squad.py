@@ -372,9 +372,9 @@ class SquadServingModule(tf.Module):
     query_ids = self.preprocessor.tokenize(question)[:, :self.max_query_length]
     ids, start_char, end_char = self.tokenize_context(context)
     win = self.windows(query_ids, ids)
-    logits = self.model({"input_ids": win["input_ids"],
-                         "input_mask": win["input_mask"],
-                         "segment_ids": win["segment_ids"]}, training=False)
+    logits = saved_model._serving_call(self, {  # pylint: disable=protected-access
+        "input_ids": win["input_ids"], "input_mask": win["input_mask"],
+        "segment_ids": win["segment_ids"]})
     best = self.best_spans(win, logits["start_logits"], logits["end_logits"], batch)
     found = best["found"]
     flat_start = start_char.flat_values

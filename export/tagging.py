@@ -137,7 +137,8 @@ class TaggingServingModule(tf.Module):
     words, s_char, e_char, s_byte, e_byte = self.split_words(sentence)
     pieces = self.tp.word_pieces(words)
     win = self.tp.windows(pieces["ids"])
-    logits = self.model({k: win[k] for k in tagging.FEATURE_NAMES}, training=False)
+    logits = saved_model._serving_call(  # pylint: disable=protected-access
+        self, {k: win[k] for k in tagging.FEATURE_NAMES})
     word_logits, covered = self.tp.word_logits(win, pieces, logits)
     ids = tf.where(covered, tf.argmax(word_logits, -1), self.o_id)
     tag_ids = words.with_flat_values(ids)

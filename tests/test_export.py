@@ -448,6 +448,51 @@ def test_export_tool_errors(run, tmp_path):
     fine_tuned.load_fine_tuned(run["ft"], max_seq_length=600)
 
 
+def test_xla_export_equals_plain_and_runs_without_python(run, tmp_path):
+  """--xla: the XLA-compiled body on bucketed shapes gives the plain export's
+  answers (logits within 1e-5, same labels) for batches of 0, 1, 3 and 70
+  (above XLA_MAX_BATCH: the chunked path) and awkward strings, in Python and
+  through the C loader; the compiled function is really in the graph."""
+  p = run_tool(["tools/export_saved_model.py", "--output_dir=" + run["ft"],
+                "--export_dir=" + str(tmp_path / "xla"), "--what=classifier", "--xla"])
+  assert "exported classifier" in p.stdout, p.stdout
+  path = str(tmp_path / "xla" / "1")
+  meta = saved_model.read_metadata(path)
+  assert meta["xla"] is True
+  assert meta["xla_shapes"] == len(saved_model.xla_shapes(SEQ)) == 7 * 2  # 16, 32 tokens
+  assert set(saved_model.xla_shapes(20)) == {(b, l) for b in (1, 2, 4, 8, 16, 32, 64)
+                                             for l in (16, 20)}
+  from tensorflow.core.protobuf import saved_model_pb2  # pylint: disable=g-import-not-at-top
+  sm = saved_model_pb2.SavedModel()
+  with open(os.path.join(path, "saved_model.pb"), "rb") as f:
+    sm.ParseFromString(f.read())
+  compiled = [f for f in sm.meta_graphs[0].graph_def.library.function
+              if f.attr["_XlaMustCompile"].b]
+  assert compiled, "no jit_compile function in the --xla export"
+  plain_meta = saved_model.read_metadata(run["paths"]["single"])
+  assert plain_meta["xla"] is False
+  plain = tf.saved_model.load(run["paths"]["single"]).signatures["serving_default"]
+  xla = tf.saved_model.load(path).signatures["serving_default"]
+  for n in (0, 1, 3, 70):
+    texts = tf.constant((TEXTS * 10)[:n], tf.string)
+    want, got = plain(text=texts), xla(text=texts)
+    assert got["logits"].shape == (n, 2)
+    np.testing.assert_allclose(got["logits"], want["logits"], atol=1e-5)
+    np.testing.assert_array_equal(got["labels"], want["labels"])
+  exe = conftest.compile_c_loader(str(tmp_path))
+  ops_dir = os.path.join(os.path.dirname(tensorflow_text.__file__), "python", "ops")
+  libs = [os.path.join(ops_dir, l) for l in meta["op_libraries"]]
+  got = _c_serve(exe, path, {"text": TEXTS}, libs, str(tmp_path))
+  want = plain(text=tf.constant(TEXTS, tf.string))
+  np.testing.assert_allclose(got["logits"], want["logits"].numpy(), atol=1e-5)
+  np.testing.assert_array_equal(got["labels"], want["labels"].numpy())
+  p = run_tool(["tools/export_saved_model.py", "--output_dir=" + run["ft"],
+                "--export_dir=" + str(tmp_path / "enc"), "--what=encoder", "--xla"],
+               check=False)
+  assert p.returncode != 0 and "--xla" in p.stderr and "classifier" in p.stderr, p.stderr
+  assert not os.path.exists(str(tmp_path / "enc"))
+
+
 # ------------------------------------------------------------ fuzzing
 #
 # Every served output against the in-process reference (``reference`` and

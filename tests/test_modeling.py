@@ -187,3 +187,39 @@ def test_pretrainer_last_block_only_at_read_positions_equals_full_encoder():
   # And the gathered rows are not trivially equal (the positions matter).
   other = model.masked_lm(enc["sequence_output"], np.zeros((3, 4), np.int32))
   assert np.abs(other.numpy() - want_mlm.numpy()).max() > 1e-3
+
+
+def test_fused_qkv_serving_weights_equal_and_used():
+  """FusedQKV (what every export traces with): inference inside active()
+  equals the plain call bit for bit, reads the copies (zeroing them changes
+  the output), and leaves training and calls outside active() alone."""
+  from bert_tf.modeling import layers  # pylint: disable=g-import-not-at-top
+  cfg = config_lib.BertConfig(vocab_size=120, hidden_size=32, num_hidden_layers=2,
+                              num_attention_heads=4, intermediate_size=64,
+                              hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+  enc = BertEncoder(cfg)
+  rng = np.random.RandomState(0)
+  mask = np.ones((2, 10), np.int32)
+  mask[1, 6:] = 0
+  feats = {"input_ids": rng.randint(0, 120, (2, 10)).astype(np.int32) * mask,
+           "input_mask": mask, "segment_ids": np.zeros((2, 10), np.int32)}
+  fused = layers.FusedQKV(enc)
+  assert len(fused.variables) == 2 * cfg.num_hidden_layers
+  assert fused.variables[0].shape == (32, 96) and fused.variables[1].shape == (96,)
+  assert len(fused.replaced) == 6 * cfg.num_hidden_layers
+  specs = {k: tf.TensorSpec([None, None], tf.int32) for k in feats}
+  graph = lambda: tf.function(
+      lambda f: enc(f, training=False)["sequence_output"]).get_concrete_function(specs)
+  plain = graph()(feats).numpy()
+  eager = enc(feats, training=False)["sequence_output"].numpy()
+  with fused.active():
+    traced = graph()
+    train = enc(feats, training=True)["sequence_output"].numpy()
+  assert np.array_equal(traced(feats).numpy(), plain)  # the same products
+  assert np.array_equal(train, eager)  # dropout 0: training reads the separate kernels
+  assert not layers._SERVING_QKV  # pylint: disable=protected-access
+  fused.variables[0].assign(tf.zeros_like(fused.variables[0]))
+  assert np.abs(traced(feats).numpy() - plain).max() > 1e-2  # the graph reads the copies
+  assert np.array_equal(graph()(feats).numpy(), plain)  # outside active(): untouched
+  with pytest.raises(ValueError, match="no TransformerBlock"):
+    layers.FusedQKV(enc.embeddings)

@@ -38,6 +38,10 @@ Peers, each end to end from Python strings to numpy answers:
   its time is measured inside C (input tensor from bytes + TF_SessionRun +
   freeing the outputs), not the pipe round trip. ``ours (TF, Python)`` minus
   this is the per-call cost of Python;
+* ``ours XLA (TF, Python)`` / ``ours XLA (C API)``: the classifier exported
+  with ``xla=True`` (``tools/export_saved_model.py --xla``: the model body
+  XLA-compiled on bucketed shapes, batch to a power of two up to 64, length
+  to a multiple of 16), called as above; classifier cases only;
 * ``HF torch``: the HF fast tokenizer + the model under
   ``torch.inference_mode()`` (default attention implementation);
 * ``ONNX Runtime``: the HF model exported with ``torch.onnx.export``
@@ -134,15 +138,20 @@ flags.DEFINE_integer("passes", 3, "Timed passes over each case's inputs.")
 flags.DEFINE_integer("threads", 2, "Intra-op threads of every runtime.")
 flags.DEFINE_string("work_dir", None, "Where exports, ONNX files and the C binary "
                     "go (kept); default a temporary directory, deleted.")
-flags.DEFINE_list("peers", ["ours", "capi", "torch", "ort", "ort_fused"],
-                  "Peers to run (ours, capi, torch, ort, ort_fused); ort is always "
-                  "run (the reference of the ratio column).")
+flags.DEFINE_list("peers", ["ours", "capi", "ours_xla", "capi_xla", "torch", "ort",
+                            "ort_fused"],
+                  "Peers to run (ours, capi, ours_xla, capi_xla, torch, ort, "
+                  "ort_fused); ort is always run (the reference of the ratio column).")
 flags.DEFINE_float("gap_ms", 0.0, "Idle time before each timed call (lets the "
                    "previous runtime's spinning threads fall asleep).")
 
 CLS_TOL = 1e-4
-PEERS = ("ours (TF, Python)", "ours (C API)", "HF torch", "ONNX Runtime", "ORT fused")
-PEER_IDS = dict(zip(("ours", "capi", "torch", "ort", "ort_fused"), PEERS))
+PEERS = ("ours (TF, Python)", "ours (C API)", "ours XLA (TF, Python)", "ours XLA (C API)",
+         "HF torch", "ONNX Runtime", "ORT fused")
+PEER_IDS = dict(zip(("ours", "capi", "ours_xla", "capi_xla", "torch", "ort", "ort_fused"),
+                    PEERS))
+# The --xla export exists for the classifier only: these peers skip SQuAD.
+CLS_ONLY = ("ours XLA (TF, Python)", "ours XLA (C API)")
 REF = "ONNX Runtime"
 
 
@@ -363,6 +372,9 @@ def build_everything(mdir, work):
   out = {"config": config}
   out["cls_path"] = saved_model.export_classifier(
       cls_model, pre, ["0", "1"], os.path.join(work, "ours_classifier"), "sst-2")
+  out["cls_xla_path"] = saved_model.export_classifier(
+      cls_model, pre, ["0", "1"], os.path.join(work, "ours_classifier_xla"), "sst-2",
+      xla=True)
   qa_model = models.build_question_answerer(config)
   checkpoints.load_encoder_weights(qa_model.encoder, mdir)
   out["squad_path"] = squad_export.export_squad(
@@ -467,6 +479,8 @@ def _bench(work, load0, tf, tensorflow_text, torch):
 
   ours_cls_obj = tf.saved_model.load(m["cls_path"])
   ours_cls = ours_cls_obj.signatures["serving_default"]
+  ours_cls_xla_obj = tf.saved_model.load(m["cls_xla_path"])
+  ours_cls_xla = ours_cls_xla_obj.signatures["serving_default"]
   ours_qa_obj = tf.saved_model.load(m["squad_path"])
   ours_qa = ours_qa_obj.signatures["serving_default"]
   sess = {k: ort_session(p, FLAGS.threads) for k, p in m["onnx"].items()}
@@ -480,26 +494,31 @@ def _bench(work, load0, tf, tensorflow_text, torch):
            ("batch %d, short questions" % b, b, batches, "cls")]
 
   capi, capi_error = None, None
-  if "capi" in FLAGS.peers:
+  capi_case = {}  # (case index, xla) -> the C program's case index
+  if "capi" in FLAGS.peers or "capi_xla" in FLAGS.peers:
     try:
       exe = c_api.build_c_program(CAPI_SOURCE, os.path.join(work, "serve_bench"))
       from bert_tf.export import saved_model  # pylint: disable=g-import-not-at-top
       ops_dir = os.path.join(os.path.dirname(tensorflow_text.__file__), "python", "ops")
       libs = []
-      for p in (m["cls_path"], m["squad_path"]):
+      for p in (m["cls_path"], m["cls_xla_path"], m["squad_path"]):
         for l in saved_model.read_metadata(p)["op_libraries"]:
           if os.path.join(ops_dir, l) not in libs:
             libs.append(os.path.join(ops_dir, l))
       spec_cases = []
       for i, (name, batch, inputs, kind) in enumerate(cases):
         if kind == "cls":
-          spec_cases.append(("case%d" % i, "cls", {
-              "text": (batch, [s for x in inputs for s in x])}))
+          for xla, model in ((False, "cls"), (True, "cls_xla")):
+            capi_case[(i, xla)] = len(spec_cases)
+            spec_cases.append(("case%d%s" % (i, "x" if xla else ""), model, {
+                "text": (batch, [s for x in inputs for s in x])}))
         else:
+          capi_case[(i, False)] = len(spec_cases)
           spec_cases.append(("case%d" % i, "qa", {
               "question": (1, [q for q, _ in inputs]),
               "context": (1, [c for _, c in inputs])}))
-      capi = CApiServer(exe, work, {"cls": m["cls_path"], "qa": m["squad_path"]},
+      capi = CApiServer(exe, work, {"cls": m["cls_path"], "cls_xla": m["cls_xla_path"],
+                                    "qa": m["squad_path"]},
                         spec_cases, libs, FLAGS.threads)
     except (RuntimeError, OSError, subprocess.SubprocessError) as e:
       capi_error = str(e)
@@ -509,6 +528,8 @@ def _bench(work, load0, tf, tensorflow_text, torch):
     """One end-to-end classifier call; logits float [B, 2]."""
     if peer == "ours (TF, Python)":
       return ours_cls(text=tf.constant(batch))["logits"].numpy()
+    if peer == "ours XLA (TF, Python)":
+      return ours_cls_xla(text=tf.constant(batch))["logits"].numpy()
     if peer == "HF torch":
       with torch.inference_mode():
         enc = tok(batch, padding=True, truncation=True, max_length=128,
@@ -538,7 +559,10 @@ def _bench(work, load0, tf, tensorflow_text, torch):
     return span_chars(enc, st, en)
 
   chosen = {PEER_IDS[i] for i in FLAGS.peers} | {REF}
-  peers = [p for p in PEERS if p in chosen and (p != "ours (C API)" or capi is not None)]
+  peers = [p for p in PEERS if p in chosen and (
+      p not in ("ours (C API)", "ours XLA (C API)") or capi is not None)]
+  capi_peer = {"ours (C API)": False, "ours XLA (C API)": True}
+  case_peers = lambda kind: [p for p in peers if kind == "cls" or p not in CLS_ONLY]
 
   # Agreement: one untimed pass over every input of every case by every peer
   # (also the warm-up of every shape).
@@ -554,7 +578,7 @@ def _bench(work, load0, tf, tensorflow_text, torch):
         lens += [len(i) for i in tok(x, truncation=True, max_length=128)["input_ids"]]
         ref = cls_call("HF torch", ci, x)
         for p in peers:
-          got = (capi.dump(ci, k)["logits"] if p == "ours (C API)"
+          got = (capi.dump(capi_case[(ci, capi_peer[p])], k)["logits"] if p in capi_peer
                  else cls_call(p, ci, x))
           cls_diff[p] = max(cls_diff[p], float(np.abs(got - ref).max()))
           cls_labels[p][0] += int((got.argmax(-1) == ref.argmax(-1)).sum())
@@ -562,9 +586,9 @@ def _bench(work, load0, tf, tensorflow_text, torch):
       else:
         lens.append(len(tok(x[0], x[1])["input_ids"]))
         ref = qa_call("ours (TF, Python)", ci, x)
-        for p in peers:
+        for p in case_peers(kind):
           if p == "ours (C API)":
-            d = capi.dump(ci, k)
+            d = capi.dump(capi_case[(ci, False)], k)
             got = (int(d["start_char"][0]), int(d["end_char"][0]), float(d["score"][0]))
           else:
             got = qa_call(p, ci, x)
@@ -575,20 +599,21 @@ def _bench(work, load0, tf, tensorflow_text, torch):
   build_s = time.perf_counter() - t_build
 
   # Timing: passes x inputs, peers round robin, order rotated each input.
-  times = {(ci, p): [] for ci in range(len(cases)) for p in peers}
+  times = {(ci, p): [] for ci, c in enumerate(cases) for p in case_peers(c[3])}
   for ci, (name, batch, inputs, kind) in enumerate(cases):
     call = cls_call if kind == "cls" else qa_call
+    these = case_peers(kind)
     gc.collect()
     j = 0
     for _ in range(FLAGS.passes):
       for k, x in enumerate(inputs):
-        order = peers[j % len(peers):] + peers[:j % len(peers)]
+        order = these[j % len(these):] + these[:j % len(these)]
         j += 1
         for p in order:
           if FLAGS.gap_ms > 0:
             time.sleep(FLAGS.gap_ms / 1e3)
-          if p == "ours (C API)":
-            times[(ci, p)].append(capi.run(ci, k))
+          if p in capi_peer:
+            times[(ci, p)].append(capi.run(capi_case[(ci, capi_peer[p])], k))
           else:
             t0 = time.perf_counter()
             call(p, ci, x)
@@ -621,7 +646,7 @@ def _bench(work, load0, tf, tensorflow_text, torch):
   print("agreement, SQuAD span (start_char, end_char) equal to ours (TF, Python); "
         "max |score diff|: " + "; ".join(
             "%s %d/%d, %.2e" % (p, *qa_same[p], qa_score[p])
-            for p in peers if p != "ours (TF, Python)"))
+            for p in case_peers("qa") if p != "ours (TF, Python)"))
   if capi_error:
     print("C API peer not run: %s" % capi_error)
   print()
@@ -630,7 +655,7 @@ def _bench(work, load0, tf, tensorflow_text, torch):
   print("|---|---|---|---|---|---|---|")
   for ci, (name, batch, inputs, kind) in enumerate(cases):
     ref = statistics.median(times[(ci, REF)])
-    for p in peers:
+    for p in case_peers(kind):
       t = times[(ci, p)]
       med = statistics.median(t)
       print("| %s | %.1f / %d | %s | %.2f | %.2f | %.1f | %.2f |" % (

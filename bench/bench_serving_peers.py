@@ -39,9 +39,10 @@ Peers, each end to end from Python strings to numpy answers:
   freeing the outputs), not the pipe round trip. ``ours (TF, Python)`` minus
   this is the per-call cost of Python;
 * ``ours XLA (TF, Python)`` / ``ours XLA (C API)``: the classifier exported
-  with ``xla=True`` (``tools/export_saved_model.py --xla``: the model body
-  XLA-compiled on bucketed shapes, batch to a power of two up to 64, length
-  to a multiple of 16), called as above; classifier cases only;
+  with ``xla=True`` (``tools/export_saved_model.py --xla``: requests of at
+  most 256 tokens once padded to a power-of-two batch and a multiple of 16
+  tokens run through an XLA-compiled body, larger ones as the plain graph),
+  called as above; classifier cases only;
 * ``HF torch``: the HF fast tokenizer + the model under
   ``torch.inference_mode()`` (default attention implementation);
 * ``ONNX Runtime``: the HF model exported with ``torch.onnx.export``

@@ -59,10 +59,12 @@ flags.DEFINE_string("vocab_file", None, "A pretraining run's vocab (for --what="
                     "preprocessor or features; fine-tuned runs use their vocab.txt).")
 flags.DEFINE_bool("do_lower_case", None, "A pretraining run's casing (default "
                   "true; fine-tuned runs use their own).")
-flags.DEFINE_bool("xla", False, "Classifier exports: run the model body XLA-compiled "
-                  "on bucketed shapes (batch to a power of two up to 64, length to a "
-                  "multiple of 16; a bounded set of compiled shapes). Faster on CPU; "
-                  "TF Serving needs --xla_cpu_compilation_enabled.")
+flags.DEFINE_bool("xla", False, "Classifier exports: run small requests (at most 256 "
+                  "tokens once the batch is padded to a power of two and the length to "
+                  "a multiple of 16) through an XLA-compiled model body, larger ones "
+                  "as the plain graph; at most 23 compiled shapes at 128 tokens. "
+                  "Faster on CPU for short inputs; TF Serving needs "
+                  "--xla_cpu_compilation_enabled.")
 flags.mark_flags_as_required(["output_dir", "export_dir"])
 
 TOOL = "export_saved_model"

@@ -137,6 +137,30 @@ def detect_scheme(tags: Sequence[str]) -> str:
   return "IOB1" if iob1 else "IOB2"
 
 
+def _numbered_lines(f, path, argument):
+  """``(line number, text)`` of a binary file, lines ended by ``\\n``,
+  ``\\r\\n`` or a lone ``\\r`` (as text mode with ``newline=""``), each
+  decoded on its own so that invalid UTF-8 names its own line (text mode
+  decodes 8 KB at a time and fails on the chunk's first line).
+
+  Raises:
+    bert_tf.errors.InputError: ``path:line: not UTF-8: ...``.
+  """
+  number = 0
+  for chunk in f:  # split at b"\n" only
+    try:
+      text = chunk.decode("utf-8")
+    except UnicodeDecodeError as e:
+      raise errors.InputError("%s:%d: not UTF-8: %s" % (path, number + 1, e),
+                              argument=argument) from e
+    body, end = (text[:-2], "\r\n") if text.endswith("\r\n") else (
+        (text[:-1], text[-1]) if text.endswith(("\n", "\r")) else (text, ""))
+    parts = body.split("\r")
+    for i, part in enumerate(parts):
+      number += 1
+      yield number, part + (end if i == len(parts) - 1 else "\r")
+
+
 def read_conll(path: str, with_tags: bool = True,
                labels: Optional[Sequence[str]] = None,
                argument: Optional[str] = None,
@@ -183,8 +207,8 @@ def read_conll(path: str, with_tags: bool = True,
     lines.clear()
 
   try:
-    with open(path, encoding="utf-8", newline="") as f:
-      for number, raw in enumerate(f, 1):
+    with open(path, "rb") as f:
+      for number, raw in _numbered_lines(f, path, argument):
         line = raw.rstrip("\r\n")
         if not line.strip():
           flush()
@@ -230,9 +254,6 @@ def read_conll(path: str, with_tags: bool = True,
         lines.append(number)
       else:
         flush()
-  except UnicodeDecodeError as e:
-    raise errors.InputError("%s:%d: not UTF-8: %s" % (path, number + 1, e),
-                            argument=argument) from e
   except OSError as e:
     raise errors.InputError("cannot read %r: %s" % (path, e), argument=argument) from e
   if limit is not None:

@@ -292,6 +292,20 @@ def test_read_edge_layouts(tmp_path):
   assert [s.words for s in conll.read_conll(p, limit=2)] == [["a"], ["b"]]
 
 
+def test_bad_utf8_names_its_own_line_and_line_ends_count(tmp_path):
+  """Line 3 of a small file (text mode decoded 8 KB at once and said line
+  1); lone CR, CRLF and LF ends count lines alike."""
+  p = tmp_path / "latin1.txt"
+  p.write_bytes(b"a\tO\nb\tO\ncaf\xe9\tO\n")
+  assert _error(str(p)).startswith("%s:3: not UTF-8: " % p)
+  p.write_bytes(b"a\tO\r\nb\tO\rc\tO\n\nd\tX\n")
+  assert _error(str(p)) == ("%s:5: tag 'X' is not O or B-/I-/E-/S-TYPE (IOB1, "
+                            "IOB2, IOBES)" % p)
+  p.write_bytes(b"a\tO\r\nb\tO\rc\tO\n\nd\tO")
+  got = conll.read_conll(str(p))
+  assert [(s.words, s.lines) for s in got] == [(["a", "b", "c"], [1, 2, 3]), (["d"], [5])]
+
+
 def test_bad_utf8_on_the_first_line(tmp_path):
   p = tmp_path / "latin1.txt"
   p.write_bytes(b"caf\xe9\tO\n")

@@ -448,6 +448,7 @@ def test_export_tool_errors(run, tmp_path):
     fine_tuned.load_fine_tuned(run["ft"], max_seq_length=600)
 
 
+@pytest.mark.slow
 def test_xla_export_equals_plain_and_runs_without_python(run, tmp_path):
   """--xla: the XLA-compiled body on bucketed shapes gives the plain export's
   answers (logits within 1e-5, same labels) for batches of 0, 1, 3 (compiled)

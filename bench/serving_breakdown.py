@@ -32,11 +32,9 @@ oneDNN. Needs idle cores: another process on them makes every figure noise.
 import argparse
 import os
 import statistics
-import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _cpuinfo import cpu_line  # pylint: disable=wrong-import-position
 

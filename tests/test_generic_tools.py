@@ -134,11 +134,20 @@ def assert_weights_from_checkpoint(path, run_dir):
             if k.endswith("/.ATTRIBUTES/VARIABLE_VALUE") and "OPTIMIZER_SLOT" not in k
             and not k.startswith(("optimizer/_variables/", "optimizer/_iterations",
                                   "rng/", "iterator", "save_counter"))}
-  weights = [w for w in load(path).weights if w.dtype.is_floating]  # not RNG states
-  assert len(weights) >= 30, len(weights)  # embeddings, 2 blocks, pooler, head
+  loaded = load(path)
+  weights = [w for w in loaded.weights if w.dtype.is_floating]  # not RNG states
+  assert len(weights) >= 18, len(weights)  # embeddings, 2 blocks, pooler, head
   for w in weights:
     v = w.numpy()
     assert (v.shape, v.tobytes()) in stored, (w.name, v.shape)
+  # The query/key/value weights are saved once, concatenated (layers.FusedQKV):
+  # each third is one of the checkpoint's query, key and value tensors.
+  fused = [w.numpy() for w in loaded.fused_qkv]
+  assert len(fused) >= 4 and len(fused) % 2 == 0, len(fused)
+  for v in fused:
+    for part in np.split(v, 3, axis=-1):
+      part = np.ascontiguousarray(part)
+      assert (part.shape, part.tobytes()) in stored, v.shape
 
 
 def write_jsonl(path, rows):

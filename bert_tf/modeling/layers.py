@@ -292,8 +292,7 @@ class TransformerBlock(keras.layers.Layer):
       if fused is None:
         qkv = _dense(rows, [self.query, self.key, self.value])
       else:  # the same product, kernels concatenated once (FusedQKV)
-        qkv = tf.nn.bias_add(tf.matmul(rows, tf.cast(fused[0], rows.dtype)),
-                             tf.cast(fused[1], rows.dtype))
+        qkv = _affine(rows, *fused)
       qkv = tf.reshape(qkv, [batch, seq_len, 3, self.num_heads, self.head_size])
       # unstack, not qkv[i]: the gradient of three strided slices is three
       # zero-padded [3, B, A, S, D] tensors summed (measured: 20% of a MiniLM
@@ -418,7 +417,14 @@ def _dense(rows, layers):
   biases = [tf.cast(l.bias, rows.dtype) for l in layers]
   kernel = kernels[0] if len(layers) == 1 else tf.concat(kernels, axis=1)
   bias = biases[0] if len(layers) == 1 else tf.concat(biases, axis=0)
-  return tf.nn.bias_add(tf.matmul(rows, kernel), bias)
+  return _affine(rows, kernel, bias)
+
+
+def _affine(rows, kernel, bias):
+  """``rows @ kernel + bias`` in ``rows.dtype`` (one MatMul + BiasAdd; the
+  casts are no-ops when the dtypes already match)."""
+  return tf.nn.bias_add(tf.matmul(rows, tf.cast(kernel, rows.dtype)),
+                        tf.cast(bias, rows.dtype))
 
 
 def attention_bias_from_mask(input_mask):

@@ -59,12 +59,14 @@ flags.DEFINE_string("vocab_file", None, "A pretraining run's vocab (for --what="
                     "preprocessor or features; fine-tuned runs use their vocab.txt).")
 flags.DEFINE_bool("do_lower_case", None, "A pretraining run's casing (default "
                   "true; fine-tuned runs use their own).")
-flags.DEFINE_bool("xla", False, "Classifier exports: run small requests (at most 256 "
+flags.DEFINE_bool("xla", False, "Classifier exports: run small requests (at most %d "
                   "tokens once the batch is padded to a power of two and the length to "
-                  "a multiple of 16) through an XLA-compiled model body, larger ones "
-                  "as the plain graph; at most 23 compiled shapes at 128 tokens. "
+                  "a multiple of %d) through an XLA-compiled model body, larger ones "
+                  "as the plain graph; at most %d compiled shapes at 128 tokens. "
                   "Faster on CPU for short inputs; TF Serving needs "
-                  "--xla_cpu_compilation_enabled.")
+                  "--xla_cpu_compilation_enabled." % (
+                      saved_model.XLA_MAX_TOKENS, saved_model.XLA_LENGTH_STEP,
+                      len(saved_model.xla_shapes(128))))
 flags.mark_flags_as_required(["output_dir", "export_dir"])
 
 TOOL = "export_saved_model"

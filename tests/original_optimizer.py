@@ -2,7 +2,8 @@
 
 Usage: python original_optimizer.py WORKDIR
 Reads WORKDIR/opt_case.npz (initial weights, 10 batches, hyper-parameters),
-trains 10 steps in a TF1 graph, writes WORKDIR/opt_original.npz.
+trains 10 steps in a TF1 graph, writes WORKDIR/opt_original.npz: each
+variable after the last step (``kernel``) and after every step (``kernel_3``).
 """
 
 import sys
@@ -34,10 +35,13 @@ def main(workdir):
       int(case["num_warmup_steps"]), use_tpu=False)
   with tf.Session() as sess:
     sess.run(tf.global_variables_initializer())
+    steps = {}
     for i in range(case["x"].shape[0]):
       sess.run(train_op, {x: case["x"][i], y: case["y"][i]})
-    np.savez(workdir + "/opt_original.npz",
-             **dict(zip(["kernel", "bias", "gamma"], sess.run([kernel, bias, gamma]))))
+      for name, value in zip(["kernel", "bias", "gamma"], sess.run([kernel, bias, gamma])):
+        steps["%s_%d" % (name, i)] = value
+        steps[name] = value  # after the last step
+    np.savez(workdir + "/opt_original.npz", **steps)
 
 
 if __name__ == "__main__":

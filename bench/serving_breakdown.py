@@ -14,7 +14,11 @@ interleaved call by call, on the shapes the serving benchmark uses:
   ``[1, rows, H, 1]`` (NCHW: a channel per row, statistics over H; the
   Keras 2 fused layer norm) + scale and shift, 3 ops instead of ~10;
 * ``xla`` / ``xla+qkv``: the first two bodies compiled with
-  ``jit_compile=True`` (one XLA cluster).
+  ``jit_compile=True`` (one XLA cluster);
+* ``graph+qkv+bf16`` / ``xla+qkv+bf16``: ``layers.FusedQKV(model,
+  dtype="bfloat16")``, what ``export_saved_model --serving_dtype=bfloat16``
+  traces: the blocks' weights stored in bfloat16, the body computed under
+  ``mixed_bfloat16`` (pays where the CPU has ``avx512_bf16`` / AMX).
 
 Each row: median and p90 ms over ``--calls`` calls per variant; the op count
 of the traced function (nested functions included); max |logit diff| vs
@@ -56,6 +60,8 @@ def main():
   ap.add_argument("--inter_op", type=int, default=0)
   ap.add_argument("--intra_op", type=int, default=0)
   ap.add_argument("--shapes", default=",".join("%dx%d" % s for s in SHAPES))
+  ap.add_argument("--variants", default="",
+                  help="comma-separated subset of the variants (default: all)")
   args = ap.parse_args()
 
   import numpy as np  # pylint: disable=g-import-not-at-top
@@ -76,6 +82,7 @@ def main():
   checkpoints.load_encoder_weights(model.encoder, mdir)
 
   fused = layers.FusedQKV(model)  # what every export traces with
+  fused_bf16 = layers.FusedQKV(model, dtype="bfloat16")  # --serving_dtype=bfloat16
 
   plain_ln = keras.layers.LayerNormalization.call
 
@@ -91,7 +98,7 @@ def main():
         is_training=True)[0]
     return tf.reshape(y, tf.shape(x)) * self.gamma + self.beta
 
-  def body(use_qkv, use_fbn=False):
+  def body(use_qkv, use_fbn=False, bf16=False):
     def f(input_ids, input_mask, segment_ids):
       feats = {"input_ids": input_ids, "input_mask": input_mask,
                "segment_ids": segment_ids}
@@ -99,18 +106,23 @@ def main():
       try:
         if not use_qkv:
           return model(feats, training=False)
-        with fused.active():
-          return model(feats, training=False)
+        with (fused_bf16 if bf16 else fused).active():
+          return tf.cast(model(feats, training=False), tf.float32)
       finally:
         keras.layers.LayerNormalization.call = plain_ln
     return f
 
   variants = {}
-  for name, use_qkv, jit, fbn in (
-      ("graph", False, False, False), ("graph+qkv", True, False, False),
-      ("graph+qkv+fbn", True, False, True),
-      ("xla", False, True, False), ("xla+qkv", True, True, False)):
-    variants[name] = tf.function(body(use_qkv, fbn), jit_compile=jit, autograph=False)
+  wanted = set(filter(None, args.variants.split(",")))
+  for name, use_qkv, jit, fbn, bf16 in (
+      ("graph", False, False, False, False), ("graph+qkv", True, False, False, False),
+      ("graph+qkv+fbn", True, False, True, False),
+      ("xla", False, True, False, False), ("xla+qkv", True, True, False, False),
+      ("graph+qkv+bf16", True, False, False, True),
+      ("xla+qkv+bf16", True, True, False, True)):
+    if name == "graph" or not wanted or name in wanted:  # graph: the reference
+      variants[name] = tf.function(body(use_qkv, fbn, bf16), jit_compile=jit,
+                                   autograph=False)
 
   print(cpu_line())
   print("threads: inter_op %s, intra_op %s; TF_ENABLE_ONEDNN_OPTS=%s; load average %.1f"

@@ -339,7 +339,8 @@ def run_preprocessor(run: RunDir) -> preprocessing.BertPreprocessor:
 
 
 def export_run(run: RunDir, what: Optional[str], export_dir: str,
-               version: Optional[int] = None, xla: bool = False) -> str:
+               version: Optional[int] = None, xla: bool = False,
+               dtype: str = "float32") -> str:
   """Writes ``export_dir/<version>/`` for ``run``; returns its path.
 
   Args:
@@ -350,6 +351,8 @@ def export_run(run: RunDir, what: Optional[str], export_dir: str,
     version: integer version; default the next free one.
     xla: a classifier export whose model body is XLA-compiled on bucketed
       shapes (:class:`bert_tf.export.saved_model.ClassifierServingModule`).
+    dtype: a classifier export's compute dtype, ``float32`` (default) or
+      ``bfloat16`` (same class).
 
   Returns:
     the path of the version directory (written under a temporary name and
@@ -357,8 +360,9 @@ def export_run(run: RunDir, what: Optional[str], export_dir: str,
 
   Raises:
     FineTunedDirError: ``what`` does not fit the run, a pretraining run's
-      ``preprocessor`` / ``features`` without a vocab, or ``xla`` for an
-      export other than ``classifier``.
+      ``preprocessor`` / ``features`` without a vocab, ``xla`` or a
+      ``dtype`` other than float32 for an export other than ``classifier``,
+      or an unknown ``dtype``.
     FileExistsError: that version already exists.
     ValueError / bert_tf.errors.BertTfError: the exporter's checks (lengths).
   """
@@ -371,6 +375,13 @@ def export_run(run: RunDir, what: Optional[str], export_dir: str,
   if xla and what != "classifier":
     raise FineTunedDirError("--xla: only the classifier export has an XLA-compiled "
                             "body (this is --what=%s)" % what, argument="xla")
+  if dtype not in saved_model.SERVING_DTYPES:
+    raise FineTunedDirError("--serving_dtype=%s: one of %s" % (
+        dtype, ", ".join(saved_model.SERVING_DTYPES)), argument="serving_dtype")
+  if dtype != "float32" and what != "classifier":
+    raise FineTunedDirError("--serving_dtype=%s: only the classifier export serves in "
+                            "another dtype (this is --what=%s)" % (dtype, what),
+                            argument="serving_dtype")
   cfg = run.run_config
   if what == "encoder":
     return saved_model.export_encoder(run.encoder, export_dir, version,
@@ -385,7 +396,7 @@ def export_run(run: RunDir, what: Optional[str], export_dir: str,
     labels = None if cfg["is_regression"] else _labels(cfg, run.output_dir)
     return saved_model.export_classifier(
         run.model, pre, labels, export_dir, run.task_name, cfg["is_pair"], version,
-        is_regression=cfg["is_regression"], xla=xla)
+        is_regression=cfg["is_regression"], xla=xla, dtype=dtype)
   if what == "squad":
     params = inspect.signature(squad_export.export_squad).parameters
     settings = {k: v for k, v in cfg.items() if k in params and k not in (

@@ -68,7 +68,7 @@ class _Untracked:
     self.obj = obj
 
 
-def _track_tf_variables(module, layer):
+def _track_tf_variables(module, layer, dtype=None):
   """Makes ``layer``'s weights part of ``module``'s SavedModel as plain tf.Variables.
 
   A Keras 3 variable wraps a ``tf.Variable``; when the Keras object itself is
@@ -85,10 +85,12 @@ def _track_tf_variables(module, layer):
   Every query/key/value kernel and bias is saved once, as the concatenated
   copies of a :class:`bert_tf.modeling.layers.FusedQKV` (``fused_qkv``):
   the serving graph, traced through :func:`_serving_call`, reads those and
-  never concatenates kernels per request.
+  never concatenates kernels per request. With ``dtype`` (``"bfloat16"``)
+  those copies, and every other projection of the blocks, are saved in that
+  dtype and the graph computes in it (``FusedQKV(dtype=...)``).
   """
   module._layer = _Untracked(layer)
-  fused = bert_layers.FusedQKV(layer)
+  fused = bert_layers.FusedQKV(layer, dtype=dtype)
   module._fused_qkv = _Untracked(fused)
   replaced = {id(v) for v in fused.replaced}
   module.weights = [v.value for v in layer.variables if id(v.value) not in replaced]
@@ -118,6 +120,9 @@ def _serving_call(module, inputs):
 # (xla_shapes), whatever the requests.
 XLA_LENGTH_STEP = 16
 XLA_MAX_TOKENS = 256
+
+# The compute dtypes a classifier export can serve in (float32: the default).
+SERVING_DTYPES = ("float32", "bfloat16")
 
 
 def xla_shapes(max_seq_length: int) -> list:
@@ -220,12 +225,23 @@ class ClassifierServingModule(tf.Module):
       shapes for small requests (:func:`xla_shapes`; larger ones as the
       plain graph; logits within float32 rounding of it). TF Serving runs it
       with ``--xla_cpu_compilation_enabled``.
+    dtype: the model body's compute dtype, ``"float32"`` (the default, the
+      trained model's numerics) or ``"bfloat16"`` (weights stored and
+      multiplied in bfloat16, LayerNorm and softmax in float32: faster where
+      the CPU has bf16 units, ``avx512_bf16`` or AMX; logits within bfloat16
+      rounding, not bit-identical). Outputs are float32 either way.
+
+  Raises:
+    ValueError: ``dtype`` not one of :data:`SERVING_DTYPES`.
   """
 
   def __init__(self, model, preprocessor, labels, is_pair=False,
-               is_regression=False, xla=False):
+               is_regression=False, xla=False, dtype="float32"):
     super().__init__(name="bert_classifier_serving")
-    _track_tf_variables(self, model)
+    if dtype not in SERVING_DTYPES:
+      raise ValueError("dtype must be one of %s, got %r" % (", ".join(SERVING_DTYPES), dtype))
+    self.dtype = dtype
+    _track_tf_variables(self, model, None if dtype == "float32" else dtype)
     self.xla = bool(xla)
     if self.xla:
       self._xla_body = tf.function(
@@ -253,7 +269,7 @@ class ClassifierServingModule(tf.Module):
     if self.xla:
       logits = _xla_or_graph_call(self, features, self.preprocessor.max_seq_length)
     else:
-      logits = _serving_call(self, features)
+      logits = tf.cast(_serving_call(self, features), tf.float32)
     if self.is_regression:
       return {"predictions": logits[:, 0]}
     label_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
@@ -409,11 +425,12 @@ def _text_requests(signature_name, is_pair):
 
 
 def export_classifier(model, preprocessor, labels, export_dir, task_name="",
-                      is_pair=False, version=None, is_regression=False, xla=False):
+                      is_pair=False, version=None, is_regression=False, xla=False,
+                      dtype="float32"):
   """Writes ``export_dir/<version>/`` (a classifier SavedModel); returns its path.
 
   Args:
-    model, preprocessor, labels, is_pair, is_regression, xla: see
+    model, preprocessor, labels, is_pair, is_regression, xla, dtype: see
       :class:`ClassifierServingModule`.
     export_dir: the model's base directory (TF Serving ``model_base_path``).
     task_name: recorded in the metadata file.
@@ -424,8 +441,8 @@ def export_classifier(model, preprocessor, labels, export_dir, task_name="",
 
   Raises:
     FileExistsError: that version already exists.
-    ValueError: a classification export without labels, or labels that do
-      not match the model's number of outputs.
+    ValueError: a classification export without labels, labels that do
+      not match the model's number of outputs, or an unknown ``dtype``.
   """
   if not is_regression:
     if not labels:
@@ -436,7 +453,7 @@ def export_classifier(model, preprocessor, labels, export_dir, task_name="",
       raise ValueError("export_classifier: %d labels for a model with %d outputs"
                        % (len(labels), num))
   module = ClassifierServingModule(model, preprocessor, labels, is_pair,
-                                   is_regression, xla)
+                                   is_regression, xla, dtype)
   metadata = {
       "export": "classifier", "task": task_name, "task_name": task_name,
       "labels": None if labels is None else [str(l) for l in labels],
@@ -446,6 +463,7 @@ def export_classifier(model, preprocessor, labels, export_dir, task_name="",
       "do_lower_case": preprocessor.do_lower_case,
       "preserve_unused_tokens": preprocessor.preserve_unused_tokens,
       "xla": bool(xla),
+      "dtype": dtype,
   }
   if xla:
     metadata["xla_shapes"] = len(xla_shapes(preprocessor.max_seq_length))

@@ -495,6 +495,55 @@ def test_xla_export_equals_plain_and_runs_without_python(run, tmp_path):
   assert not os.path.exists(str(tmp_path / "enc"))
 
 
+@pytest.mark.slow
+def test_bfloat16_export_close_to_float32_and_runs_without_python(run, tmp_path):
+  """--serving_dtype=bfloat16: the blocks' weights are saved in bfloat16 (and
+  nowhere in float32), logits stay within bfloat16 rounding of the float32
+  export with the same labels wherever float32's margin is not a coin toss,
+  outputs are float32, and the C loader gives Python's answers."""
+  p = run_tool(["tools/export_saved_model.py", "--output_dir=" + run["ft"],
+                "--export_dir=" + str(tmp_path / "bf16"), "--what=classifier",
+                "--serving_dtype=bfloat16"])
+  assert "exported classifier" in p.stdout, p.stdout
+  path = str(tmp_path / "bf16" / "1")
+  meta = saved_model.read_metadata(path)
+  assert meta["dtype"] == "bfloat16"
+  assert saved_model.read_metadata(run["paths"]["single"])["dtype"] == "float32"
+  stored = tf.train.load_checkpoint(os.path.join(path, "variables", "variables"))
+  dtypes = stored.get_variable_to_dtype_map()
+  cfg = config_lib.BertConfig.from_json_file(os.path.join(run["ft"], "bert_config.json"))
+  h, inner = cfg.hidden_size, cfg.intermediate_size
+  block_shapes = {(h, 3 * h), (3 * h,), (h, h), (h,), (h, inner), (inner,), (inner, h)}
+  bf16 = [k for k, d in dtypes.items() if d == tf.bfloat16]
+  assert len(bf16) == 8 * cfg.num_hidden_layers, sorted(dtypes)
+  assert {tuple(stored.get_variable_to_shape_map()[k]) for k in bf16} <= block_shapes
+  plain = tf.saved_model.load(run["paths"]["single"]).signatures["serving_default"]
+  served = tf.saved_model.load(path).signatures["serving_default"]
+  texts = tf.constant(TEXTS * 3, tf.string)
+  want, got = plain(text=texts), served(text=texts)
+  assert got["logits"].dtype == tf.float32 and got["probabilities"].dtype == tf.float32
+  diff = np.abs(got["logits"].numpy() - want["logits"].numpy()).max()
+  scale = np.abs(want["logits"].numpy()).max()
+  assert 0 < diff <= 0.03 * scale + 0.01, (diff, scale)
+  margin = np.abs(np.diff(want["logits"].numpy(), axis=-1))[:, 0]
+  sure = margin > 0.1
+  assert sure.sum() >= len(margin) // 2, margin
+  np.testing.assert_array_equal(got["labels"].numpy()[sure], want["labels"].numpy()[sure])
+  exe = conftest.compile_c_loader(str(tmp_path))
+  ops_dir = os.path.join(os.path.dirname(tensorflow_text.__file__), "python", "ops")
+  libs = [os.path.join(ops_dir, l) for l in meta["op_libraries"]]
+  c_out = _c_serve(exe, path, {"text": TEXTS}, libs, str(tmp_path))
+  py_out = served(text=tf.constant(TEXTS, tf.string))
+  np.testing.assert_allclose(c_out["logits"], py_out["logits"].numpy(), atol=1e-5)
+  np.testing.assert_array_equal(c_out["labels"], py_out["labels"].numpy())
+  p = run_tool(["tools/export_saved_model.py", "--output_dir=" + run["ft"],
+                "--export_dir=" + str(tmp_path / "enc"), "--what=encoder",
+                "--serving_dtype=bfloat16"], check=False)
+  assert p.returncode != 0 and "--serving_dtype" in p.stderr and "classifier" in p.stderr, \
+      p.stderr
+  assert not os.path.exists(str(tmp_path / "enc"))
+
+
 # ------------------------------------------------------------ fuzzing
 #
 # Every served output against the in-process reference (``reference`` and

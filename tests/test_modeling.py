@@ -223,3 +223,45 @@ def test_fused_qkv_serving_weights_equal_and_used():
   assert np.array_equal(graph()(feats).numpy(), plain)  # outside active(): untouched
   with pytest.raises(ValueError, match="no TransformerBlock"):
     layers.FusedQKV(enc.embeddings)
+
+
+def test_fused_qkv_bfloat16_serves_in_bfloat16_without_casting_weights():
+  """FusedQKV(dtype="bfloat16") (--serving_dtype=bfloat16): inside active()
+  every projection of the blocks multiplies bfloat16 rows by bfloat16 copies
+  read as they are stored (no per-call weight cast), the output is within
+  bfloat16 rounding of float32, and the layers' policies come back."""
+  from bert_tf.modeling import layers  # pylint: disable=g-import-not-at-top
+  cfg = config_lib.BertConfig(vocab_size=120, hidden_size=32, num_hidden_layers=2,
+                              num_attention_heads=4, intermediate_size=64)
+  enc = BertEncoder(cfg)
+  rng = np.random.RandomState(0)
+  mask = np.ones((2, 10), np.int32)
+  mask[1, 6:] = 0
+  feats = {"input_ids": rng.randint(0, 120, (2, 10)).astype(np.int32) * mask,
+           "input_mask": mask, "segment_ids": np.zeros((2, 10), np.int32)}
+  plain = enc(feats, training=False)["sequence_output"].numpy()
+  fused = layers.FusedQKV(enc, dtype="bfloat16")
+  assert len(fused.variables) == 8 * cfg.num_hidden_layers  # qkv + 3 projections
+  assert {v.dtype for v in fused.variables} == {tf.bfloat16}
+  assert len(fused.replaced) == 12 * cfg.num_hidden_layers
+  specs = {k: tf.TensorSpec([None, None], tf.int32) for k in feats}
+  with fused.active():
+    assert enc.blocks[0].compute_dtype == "bfloat16"
+    graph = tf.function(lambda f: enc(f, training=False)["sequence_output"]
+                        ).get_concrete_function(specs)
+  assert enc.compute_dtype == enc.blocks[0].compute_dtype == "float32"  # restored
+  assert not layers._SERVING_DENSE  # pylint: disable=protected-access
+  ops = graph.graph.get_operations()
+  matmuls = [op for op in ops if op.type == "MatMul"]
+  assert all(op.get_attr("T") == tf.bfloat16 for op in matmuls)  # the pooler too
+  blocks = [op for op in matmuls if "/layer_" in op.name]
+  assert len(blocks) == 4 * cfg.num_hidden_layers  # qkv, attention out, in, out
+  # Every block kernel goes into its MatMul straight from a bfloat16 variable.
+  for op in blocks:
+    assert op.inputs[1].op.type == "ReadVariableOp", op.inputs[1].op.type
+  got = graph(feats).numpy().astype(np.float32)
+  diff = np.abs(got - plain).max()
+  assert 1e-4 < diff < 0.05 * np.abs(plain).max(), diff  # bfloat16, not float32
+  assert np.array_equal(enc(feats, training=False)["sequence_output"].numpy(), plain)
+  with pytest.raises(ValueError, match="float dtype"):
+    layers.FusedQKV(enc, dtype="int32")

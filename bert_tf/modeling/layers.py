@@ -10,7 +10,7 @@ length (tokens), ``H`` = ``hidden_size``, ``A`` = ``num_attention_heads``.
 
 import contextlib
 import math
-from typing import Iterator, List
+from typing import Iterator, List, Optional
 
 import keras
 import tensorflow as tf
@@ -318,15 +318,15 @@ class TransformerBlock(keras.layers.Layer):
     probs = self.attention_dropout(probs, training=training)
     context = tf.matmul(probs, v)  # [B, A, S, D]
     context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, h])
-    attn = self.hidden_dropout(_dense(context, [self.attention_output]),
+    attn = self.hidden_dropout(_dense(context, [self.attention_output], training),
                                training=training)
     attn = tf.cast(self.attention_layer_norm(attn + rows), x.dtype)
-    inner = _dense(attn, [self.intermediate])
+    inner = _dense(attn, [self.intermediate], training)
     if training is True and self.config.hidden_act == "gelu":
       inner = gelu_tanh_fused_grad(inner)
     else:
       inner = self.intermediate.activation(inner)
-    out = self.hidden_dropout(_dense(inner, [self.output_dense]), training=training)
+    out = self.hidden_dropout(_dense(inner, [self.output_dense], training), training=training)
     out = tf.cast(self.output_layer_norm(out + attn), x.dtype)
     return tf.reshape(out, [batch, out_len, h])
 
@@ -334,6 +334,9 @@ class TransformerBlock(keras.layers.Layer):
 # id(TransformerBlock) -> (kernel [H, 3H], bias [3H]) while a FusedQKV is
 # active (FusedQKV.active(): tracing a serving function).
 _SERVING_QKV = {}
+# id(keras.layers.Dense) -> (kernel, bias) in the serving dtype, while a
+# FusedQKV(dtype=...) is active: a block's other projections.
+_SERVING_DENSE = {}
 
 
 class FusedQKV:
@@ -349,19 +352,32 @@ class FusedQKV:
   bit-identical outputs (tested). The exports use it (``bert_tf.export``);
   the copies are a snapshot: export after training.
 
+  With ``dtype`` (e.g. ``"bfloat16"``), the serving graph computes in that
+  dtype: the copies (the fused query/key/value and every other projection of
+  each block: attention output, intermediate, output) are stored in it, and
+  inside :meth:`active` every layer of ``model`` runs under the
+  ``mixed_<dtype>`` policy (the same numerics as ``--dtype=mixed_bfloat16``
+  training: LayerNorm, softmax and the mask adder in float32), so no weight
+  is cast per request. Not bit-identical: bfloat16 keeps 8 significant bits.
+
   Args:
     model: any built Keras layer or model holding :class:`TransformerBlock`
       layers (an encoder, a classifier, a SQuAD or NER model...).
+    dtype: None (the variables' dtype, float32: the default), or a float
+      dtype name (``"bfloat16"``, ``"float16"``) to serve in.
 
   Attributes:
     variables: list of ``tf.Variable``, kernel then bias per block
       (``<block name>/qkv_kernel`` float [H, 3H], ``<block name>/qkv_bias``
-      [3H]), in the variables' dtype.
+      [3H]), then with ``dtype`` each other projection's
+      (``<block name>/<layer>_kernel``, ``..._bias``), in the serving dtype.
     replaced: the ``tf.Variable``s these stand in for in a serving graph
-      (each block's query, key and value kernel and bias).
+      (each block's query, key and value kernel and bias; with ``dtype``
+      also the other projections').
 
   Raises:
-    ValueError: ``model`` holds no TransformerBlock.
+    ValueError: ``model`` holds no TransformerBlock; ``dtype`` not a
+      floating dtype.
 
   Example:
     >>> fused = FusedQKV(encoder)
@@ -369,23 +385,38 @@ class FusedQKV:
     ...   serve = tf.function(lambda x: encoder(x, training=False)).get_concrete_function(spec)
   """
 
-  def __init__(self, model: keras.layers.Layer):
-    self.blocks = [l for l in model._flatten_layers()  # pylint: disable=protected-access
-                   if isinstance(l, TransformerBlock)]
+  def __init__(self, model: keras.layers.Layer, dtype: Optional[str] = None):
+    layers = model._flatten_layers(include_self=True)  # pylint: disable=protected-access
+    self.blocks = [l for l in layers if isinstance(l, TransformerBlock)]
     if not self.blocks:
       raise ValueError("FusedQKV: %s holds no TransformerBlock" % model.name)
+    self.dtype = None if dtype is None else tf.as_dtype(dtype)
+    if self.dtype is not None and not self.dtype.is_floating:
+      raise ValueError("FusedQKV: dtype must be a float dtype, got %r" % (dtype,))
+    self._policy_layers = list(layers) if self.dtype is not None else []
+    cast = (lambda t: t) if self.dtype is None else (lambda t: tf.cast(t, self.dtype))
     self._weights = {}
+    self._dense = {}
     self.variables: List[tf.Variable] = []
     self.replaced: List[tf.Variable] = []
     for block in self.blocks:
       parts = [block.query, block.key, block.value]
-      kernel = tf.Variable(tf.concat([l.kernel.value for l in parts], axis=1),
+      kernel = tf.Variable(cast(tf.concat([l.kernel.value for l in parts], axis=1)),
                            trainable=False, name=block.name + "/qkv_kernel")
-      bias = tf.Variable(tf.concat([l.bias.value for l in parts], axis=0),
+      bias = tf.Variable(cast(tf.concat([l.bias.value for l in parts], axis=0)),
                          trainable=False, name=block.name + "/qkv_bias")
       self._weights[id(block)] = (kernel, bias)
       self.variables += [kernel, bias]
       self.replaced += [w.value for l in parts for w in (l.kernel, l.bias)]
+      if self.dtype is None:
+        continue
+      for layer in (block.attention_output, block.intermediate, block.output_dense):
+        copies = tuple(tf.Variable(cast(w.value), trainable=False,
+                                   name="%s/%s_%s" % (block.name, layer.name, part))
+                       for w, part in ((layer.kernel, "kernel"), (layer.bias, "bias")))
+        self._dense[id(layer)] = copies
+        self.variables += list(copies)
+        self.replaced += [layer.kernel.value, layer.bias.value]
 
   @contextlib.contextmanager
   def active(self) -> Iterator[None]:
@@ -395,26 +426,42 @@ class FusedQKV:
     and the outer one is cleared on exit).
     """
     _SERVING_QKV.update(self._weights)
+    _SERVING_DENSE.update(self._dense)
+    policies = [(l, l.dtype_policy) for l in self._policy_layers]
     try:
+      for layer, _ in policies:
+        layer.dtype_policy = "mixed_" + self.dtype.name
       yield
     finally:
+      for layer, policy in policies:
+        layer.dtype_policy = policy
       for key in self._weights:
         _SERVING_QKV.pop(key, None)
+      for key in self._dense:
+        _SERVING_DENSE.pop(key, None)
 
 
-def _dense(rows, layers):
+def _dense(rows, layers, training=False):
   """``rows @ concat(kernels) + concat(biases)`` of Keras ``Dense`` layers.
 
   Args:
     rows: float [N, in] (compute dtype).
     layers: built ``keras.layers.Dense`` with the same input width; their
       kernels are concatenated along the output axis (one matmul for many).
+    training: Python bool/None; an inference call reads a
+      ``FusedQKV(dtype=...)``'s serving copies of the layers while it is
+      active.
 
   Returns:
     float [N, sum of units] in ``rows.dtype`` (activation not applied).
   """
-  kernels = [tf.cast(l.kernel, rows.dtype) for l in layers]
-  biases = [tf.cast(l.bias, rows.dtype) for l in layers]
+  serving = None if training else [_SERVING_DENSE.get(id(l)) for l in layers]
+  if serving and all(w is not None for w in serving):
+    kernels = [tf.cast(k, rows.dtype) for k, _ in serving]
+    biases = [tf.cast(b, rows.dtype) for _, b in serving]
+  else:
+    kernels = [tf.cast(l.kernel, rows.dtype) for l in layers]
+    biases = [tf.cast(l.bias, rows.dtype) for l in layers]
   kernel = kernels[0] if len(layers) == 1 else tf.concat(kernels, axis=1)
   bias = biases[0] if len(layers) == 1 else tf.concat(biases, axis=0)
   return _affine(rows, kernel, bias)

@@ -529,6 +529,15 @@ def test_bfloat16_export_close_to_float32_and_runs_without_python(run, tmp_path)
   sure = margin > 0.1
   assert sure.sum() >= len(margin) // 2, margin
   np.testing.assert_array_equal(got["labels"].numpy()[sure], want["labels"].numpy()[sure])
+  # With --xla too (the README says they combine): compiled, the same closeness.
+  run_tool(["tools/export_saved_model.py", "--output_dir=" + run["ft"],
+            "--export_dir=" + str(tmp_path / "bf16_xla"), "--what=classifier",
+            "--serving_dtype=bfloat16", "--xla"])
+  both = tf.saved_model.load(str(tmp_path / "bf16_xla" / "1")).signatures["serving_default"]
+  for n in (1, 3, 70):  # compiled, compiled, the plain graph (over XLA_MAX_TOKENS)
+    texts = tf.constant((TEXTS * 10)[:n], tf.string)
+    want, got = plain(text=texts)["logits"].numpy(), both(text=texts)["logits"].numpy()
+    assert 0 < np.abs(got - want).max() <= 0.03 * np.abs(want).max() + 0.01, n
   exe = conftest.compile_c_loader(str(tmp_path))
   ops_dir = os.path.join(os.path.dirname(tensorflow_text.__file__), "python", "ops")
   libs = [os.path.join(ops_dir, l) for l in meta["op_libraries"]]

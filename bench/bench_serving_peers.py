@@ -43,6 +43,12 @@ Peers, each end to end from Python strings to numpy answers:
   most 256 tokens once padded to a power-of-two batch and a multiple of 16
   tokens run through an XLA-compiled body, larger ones as the plain graph),
   called as above; classifier cases only;
+* ``ours bf16 ...`` / ``ours XLA bf16 ...``: the classifier exported with
+  ``dtype="bfloat16"`` (``--serving_dtype=bfloat16``: the blocks' weights
+  stored and multiplied in bfloat16), without and with ``xla=True``;
+  classifier cases only; in the default peers only where the CPU has bf16
+  units (``avx512_bf16`` / AMX; elsewhere bfloat16 is emulated, slower);
+  their logits are held to bfloat16 rounding, not the float32 bound;
 * ``HF torch``: the HF fast tokenizer + the model under
   ``torch.inference_mode()`` (default attention implementation);
 * ``ONNX Runtime``: the HF model exported with ``torch.onnx.export``
@@ -139,21 +145,43 @@ flags.DEFINE_integer("passes", 3, "Timed passes over each case's inputs.")
 flags.DEFINE_integer("threads", 2, "Intra-op threads of every runtime.")
 flags.DEFINE_string("work_dir", None, "Where exports, ONNX files and the C binary "
                     "go (kept); default a temporary directory, deleted.")
-flags.DEFINE_list("peers", ["ours", "capi", "ours_xla", "capi_xla", "torch", "ort",
-                            "ort_fused"],
-                  "Peers to run (ours, capi, ours_xla, capi_xla, torch, ort, "
-                  "ort_fused); ort is always run (the reference of the ratio column).")
+flags.DEFINE_list("peers", None,
+                  "Peers to run (ours, capi, ours_xla, capi_xla, ours_bf16, capi_bf16, "
+                  "ours_xla_bf16, capi_xla_bf16, torch, ort, ort_fused); ort is always "
+                  "run (the reference of the ratio column). Default: all, the bf16 ones "
+                  "only where the CPU has bf16 units.")
 flags.DEFINE_float("gap_ms", 0.0, "Idle time before each timed call (lets the "
                    "previous runtime's spinning threads fall asleep).")
 
 CLS_TOL = 1e-4
-PEERS = ("ours (TF, Python)", "ours (C API)", "ours XLA (TF, Python)", "ours XLA (C API)",
-         "HF torch", "ONNX Runtime", "ORT fused")
-PEER_IDS = dict(zip(("ours", "capi", "ours_xla", "capi_xla", "torch", "ort", "ort_fused"),
-                    PEERS))
-# The --xla export exists for the classifier only: these peers skip SQuAD.
-CLS_ONLY = ("ours XLA (TF, Python)", "ours XLA (C API)")
+# Our classifier exports: model key -> export_classifier keyword arguments.
+CLS_EXPORTS = {"cls": {}, "cls_xla": {"xla": True}, "cls_bf16": {"dtype": "bfloat16"},
+               "cls_xla_bf16": {"xla": True, "dtype": "bfloat16"}}
+# Our peers: name -> (id, "py" or "capi", model key).
+OURS = {
+    "ours (TF, Python)": ("ours", "py", "cls"),
+    "ours (C API)": ("capi", "capi", "cls"),
+    "ours XLA (TF, Python)": ("ours_xla", "py", "cls_xla"),
+    "ours XLA (C API)": ("capi_xla", "capi", "cls_xla"),
+    "ours bf16 (TF, Python)": ("ours_bf16", "py", "cls_bf16"),
+    "ours bf16 (C API)": ("capi_bf16", "capi", "cls_bf16"),
+    "ours XLA bf16 (TF, Python)": ("ours_xla_bf16", "py", "cls_xla_bf16"),
+    "ours XLA bf16 (C API)": ("capi_xla_bf16", "capi", "cls_xla_bf16"),
+}
+PEERS = tuple(OURS) + ("HF torch", "ONNX Runtime", "ORT fused")
+PEER_IDS = dict([(v[0], k) for k, v in OURS.items()] +
+                [("torch", "HF torch"), ("ort", "ONNX Runtime"), ("ort_fused", "ORT fused")])
+# Only the plain float32 export has a SQuAD counterpart: the others skip SQuAD.
+CLS_ONLY = tuple(p for p, (_, _, model) in OURS.items() if model != "cls")
+BF16 = tuple(p for p, (_, _, model) in OURS.items() if model.endswith("bf16"))
 REF = "ONNX Runtime"
+
+
+def default_peers():
+  """Every peer id; the bf16 ones only where the CPU computes bfloat16."""
+  from bert_tf import precision  # pylint: disable=g-import-not-at-top
+  has_bf16 = bool(precision.bf16_units())
+  return [i for i, p in PEER_IDS.items() if has_bf16 or p not in BF16]
 
 
 def read_sentences(path):
@@ -347,12 +375,16 @@ class CApiServer:
 # ---------------------------------------------------------------- models
 
 
-def build_everything(mdir, work):
-  """Our two exports + the HF models (same weights) + ONNX files.
+def build_everything(mdir, work, cls_exports=("cls",)):
+  """Our exports + the HF models (same weights) + ONNX files.
+
+  Args:
+    cls_exports: keys of :data:`CLS_EXPORTS` to export the classifier as.
 
   Returns:
-    dict with ``cls_path``, ``squad_path``, ``hf_cls``, ``hf_qa``, ``tok``,
-    ``onnx`` ({(task, fused): path}), ``fusions`` ({task: {op: count}}).
+    dict with ``cls_paths`` ({key: path}), ``squad_path``, ``hf_cls``,
+    ``hf_qa``, ``tok``, ``onnx`` ({(task, fused): path}), ``fusions``
+    ({task: {op: count}}).
   """
   import keras  # pylint: disable=g-import-not-at-top
   import torch  # pylint: disable=g-import-not-at-top
@@ -371,11 +403,9 @@ def build_everything(mdir, work):
   checkpoints.load_encoder_weights(cls_model.encoder, mdir)
   pre = preprocessing.BertPreprocessor(vocab, True, 128)
   out = {"config": config}
-  out["cls_path"] = saved_model.export_classifier(
-      cls_model, pre, ["0", "1"], os.path.join(work, "ours_classifier"), "sst-2")
-  out["cls_xla_path"] = saved_model.export_classifier(
-      cls_model, pre, ["0", "1"], os.path.join(work, "ours_classifier_xla"), "sst-2",
-      xla=True)
+  out["cls_paths"] = {key: saved_model.export_classifier(
+      cls_model, pre, ["0", "1"], os.path.join(work, "ours_" + key), "sst-2",
+      **CLS_EXPORTS[key]) for key in cls_exports}
   qa_model = models.build_question_answerer(config)
   checkpoints.load_encoder_weights(qa_model.encoder, mdir)
   out["squad_path"] = squad_export.export_squad(
@@ -448,6 +478,8 @@ def main(argv):
   torch.set_num_threads(FLAGS.threads)
   from absl import logging  # pylint: disable=g-import-not-at-top
   logging.set_verbosity(logging.WARNING)
+  if FLAGS.peers is None:
+    FLAGS.peers = default_peers()
   unknown = sorted(set(FLAGS.peers) - set(PEER_IDS))
   if unknown:
     sys.exit("bench_serving_peers: --peers: unknown %s (choose from %s)"
@@ -468,7 +500,9 @@ def _bench(work, load0, tf, tensorflow_text, torch):
   import transformers  # pylint: disable=g-import-not-at-top
   mdir = FLAGS.minilm_dir or minilm_dir()
   t_build = time.perf_counter()
-  m = build_everything(mdir, work)
+  chosen = {PEER_IDS[i] for i in FLAGS.peers} | {REF}
+  wanted = sorted({OURS[p][2] for p in chosen if p in OURS} | {"cls"})
+  m = build_everything(mdir, work, wanted)
   tok = m["tok"]
   n, b = FLAGS.num_latency, FLAGS.batch_size
   questions, pairs = read_squad(FLAGS.squad_files)
@@ -478,10 +512,8 @@ def _bench(work, load0, tf, tensorflow_text, torch):
   longs = long_texts(read_sentences(FLAGS.sentences), tok, n, 128)
   squad = [squad_pair(q, ps, tok, 384) for q, ps in cycle(pairs, n)]
 
-  ours_cls_obj = tf.saved_model.load(m["cls_path"])
-  ours_cls = ours_cls_obj.signatures["serving_default"]
-  ours_cls_xla_obj = tf.saved_model.load(m["cls_xla_path"])
-  ours_cls_xla = ours_cls_xla_obj.signatures["serving_default"]
+  loaded = {key: tf.saved_model.load(path) for key, path in m["cls_paths"].items()}
+  ours_cls = {key: obj.signatures["serving_default"] for key, obj in loaded.items()}
   ours_qa_obj = tf.saved_model.load(m["squad_path"])
   ours_qa = ours_qa_obj.signatures["serving_default"]
   sess = {k: ort_session(p, FLAGS.threads) for k, p in m["onnx"].items()}
@@ -495,42 +527,41 @@ def _bench(work, load0, tf, tensorflow_text, torch):
            ("batch %d, short questions" % b, b, batches, "cls")]
 
   capi, capi_error = None, None
-  capi_case = {}  # (case index, xla) -> the C program's case index
-  if "capi" in FLAGS.peers or "capi_xla" in FLAGS.peers:
+  capi_case = {}  # (case index, model key) -> the C program's case index
+  capi_models = sorted({OURS[p][2] for p in chosen if p in OURS and OURS[p][1] == "capi"})
+  if capi_models:
     try:
       exe = c_api.build_c_program(CAPI_SOURCE, os.path.join(work, "serve_bench"))
       from bert_tf.export import saved_model  # pylint: disable=g-import-not-at-top
       ops_dir = os.path.join(os.path.dirname(tensorflow_text.__file__), "python", "ops")
       libs = []
-      for p in (m["cls_path"], m["cls_xla_path"], m["squad_path"]):
+      for p in [m["cls_paths"][k] for k in capi_models] + [m["squad_path"]]:
         for l in saved_model.read_metadata(p)["op_libraries"]:
           if os.path.join(ops_dir, l) not in libs:
             libs.append(os.path.join(ops_dir, l))
       spec_cases = []
       for i, (name, batch, inputs, kind) in enumerate(cases):
         if kind == "cls":
-          for xla, model in ((False, "cls"), (True, "cls_xla")):
-            capi_case[(i, xla)] = len(spec_cases)
-            spec_cases.append(("case%d%s" % (i, "x" if xla else ""), model, {
+          for model in capi_models:
+            capi_case[(i, model)] = len(spec_cases)
+            spec_cases.append(("case%d_%s" % (i, model), model, {
                 "text": (batch, [s for x in inputs for s in x])}))
         else:
-          capi_case[(i, False)] = len(spec_cases)
+          capi_case[(i, "cls")] = len(spec_cases)
           spec_cases.append(("case%d" % i, "qa", {
               "question": (1, [q for q, _ in inputs]),
               "context": (1, [c for _, c in inputs])}))
-      capi = CApiServer(exe, work, {"cls": m["cls_path"], "cls_xla": m["cls_xla_path"],
-                                    "qa": m["squad_path"]},
-                        spec_cases, libs, FLAGS.threads)
+      models = {k: m["cls_paths"][k] for k in capi_models}
+      models["qa"] = m["squad_path"]
+      capi = CApiServer(exe, work, models, spec_cases, libs, FLAGS.threads)
     except (RuntimeError, OSError, subprocess.SubprocessError) as e:
       capi_error = str(e)
       print("bench_serving_peers: C API peer not run: %s" % capi_error)
 
   def cls_call(peer, ci, batch):
     """One end-to-end classifier call; logits float [B, 2]."""
-    if peer == "ours (TF, Python)":
-      return ours_cls(text=tf.constant(batch))["logits"].numpy()
-    if peer == "ours XLA (TF, Python)":
-      return ours_cls_xla(text=tf.constant(batch))["logits"].numpy()
+    if peer in OURS:
+      return ours_cls[OURS[peer][2]](text=tf.constant(batch))["logits"].numpy()
     if peer == "HF torch":
       with torch.inference_mode():
         enc = tok(batch, padding=True, truncation=True, max_length=128,
@@ -559,10 +590,9 @@ def _bench(work, load0, tf, tensorflow_text, torch):
     st, en = sess[("qa", peer == "ORT fused")].run(["start_logits", "end_logits"], feed)
     return span_chars(enc, st, en)
 
-  chosen = {PEER_IDS[i] for i in FLAGS.peers} | {REF}
   peers = [p for p in PEERS if p in chosen and (
-      p not in ("ours (C API)", "ours XLA (C API)") or capi is not None)]
-  capi_peer = {"ours (C API)": False, "ours XLA (C API)": True}
+      p not in OURS or OURS[p][1] != "capi" or capi is not None)]
+  capi_peer = {p: model for p, (_, how, model) in OURS.items() if how == "capi"}
   case_peers = lambda kind: [p for p in peers if kind == "cls" or p not in CLS_ONLY]
 
   # Agreement: one untimed pass over every input of every case by every peer
@@ -589,7 +619,7 @@ def _bench(work, load0, tf, tensorflow_text, torch):
         ref = qa_call("ours (TF, Python)", ci, x)
         for p in case_peers(kind):
           if p == "ours (C API)":
-            d = capi.dump(capi_case[(ci, False)], k)
+            d = capi.dump(capi_case[(ci, "cls")], k)
             got = (int(d["start_char"][0]), int(d["end_char"][0]), float(d["score"][0]))
           else:
             got = qa_call(p, ci, x)
@@ -639,10 +669,12 @@ def _bench(work, load0, tf, tensorflow_text, torch):
         "each figure is over %s calls per peer" % (
             n, FLAGS.num_batches, b, FLAGS.passes,
             "/".join(str(len(c[2]) * FLAGS.passes) for c in cases)))
-  ok = lambda d: "ok" if d <= CLS_TOL else "OVER %g" % CLS_TOL
+  ok = lambda p, d: ("(bfloat16)" if p in BF16 else
+                     "ok" if d <= CLS_TOL else "OVER %g" % CLS_TOL)
   print("agreement, classifier logits vs HF torch (fp32, max |diff| over every input "
         "of the 3 classifier cases; argmax labels equal): " + "; ".join(
-            "%s %.2e %s, labels %d/%d" % (p, cls_diff[p], ok(cls_diff[p]), *cls_labels[p])
+            "%s %.2e %s, labels %d/%d" % (p, cls_diff[p], ok(p, cls_diff[p]),
+                                          *cls_labels[p])
             for p in peers if p != "HF torch"))
   print("agreement, SQuAD span (start_char, end_char) equal to ours (TF, Python); "
         "max |score diff|: " + "; ".join(

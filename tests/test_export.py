@@ -448,6 +448,15 @@ def test_export_tool_errors(run, tmp_path):
     fine_tuned.load_fine_tuned(run["ft"], max_seq_length=600)
 
 
+def _c_serve_texts(path, meta, work):
+  """The C loader's outputs for ``TEXTS`` from the classifier export at ``path``
+  (``meta``: its metadata, for the op libraries); built under ``work``."""
+  exe = conftest.compile_c_loader(work)
+  ops_dir = os.path.join(os.path.dirname(tensorflow_text.__file__), "python", "ops")
+  libs = [os.path.join(ops_dir, l) for l in meta["op_libraries"]]
+  return _c_serve(exe, path, {"text": TEXTS}, libs, work)
+
+
 @pytest.mark.slow
 def test_xla_export_equals_plain_and_runs_without_python(run, tmp_path):
   """--xla: the XLA-compiled body on bucketed shapes gives the plain export's
@@ -481,10 +490,7 @@ def test_xla_export_equals_plain_and_runs_without_python(run, tmp_path):
     assert got["logits"].shape == (n, 2)
     np.testing.assert_allclose(got["logits"], want["logits"], atol=1e-5)
     np.testing.assert_array_equal(got["labels"], want["labels"])
-  exe = conftest.compile_c_loader(str(tmp_path))
-  ops_dir = os.path.join(os.path.dirname(tensorflow_text.__file__), "python", "ops")
-  libs = [os.path.join(ops_dir, l) for l in meta["op_libraries"]]
-  got = _c_serve(exe, path, {"text": TEXTS}, libs, str(tmp_path))
+  got = _c_serve_texts(path, meta, str(tmp_path))
   want = plain(text=tf.constant(TEXTS, tf.string))
   np.testing.assert_allclose(got["logits"], want["logits"].numpy(), atol=1e-5)
   np.testing.assert_array_equal(got["labels"], want["labels"].numpy())
@@ -538,10 +544,7 @@ def test_bfloat16_export_close_to_float32_and_runs_without_python(run, tmp_path)
     texts = tf.constant((TEXTS * 10)[:n], tf.string)
     want, got = plain(text=texts)["logits"].numpy(), both(text=texts)["logits"].numpy()
     assert 0 < np.abs(got - want).max() <= 0.03 * np.abs(want).max() + 0.01, n
-  exe = conftest.compile_c_loader(str(tmp_path))
-  ops_dir = os.path.join(os.path.dirname(tensorflow_text.__file__), "python", "ops")
-  libs = [os.path.join(ops_dir, l) for l in meta["op_libraries"]]
-  c_out = _c_serve(exe, path, {"text": TEXTS}, libs, str(tmp_path))
+  c_out = _c_serve_texts(path, meta, str(tmp_path))
   py_out = served(text=tf.constant(TEXTS, tf.string))
   np.testing.assert_allclose(c_out["logits"], py_out["logits"].numpy(), atol=1e-5)
   np.testing.assert_array_equal(c_out["labels"], py_out["labels"].numpy())

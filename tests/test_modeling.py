@@ -189,20 +189,27 @@ def test_pretrainer_last_block_only_at_read_positions_equals_full_encoder():
   assert np.abs(other.numpy() - want_mlm.numpy()).max() > 1e-3
 
 
-def test_fused_qkv_serving_weights_equal_and_used():
-  """FusedQKV (what every export traces with): inference inside active()
-  equals the plain call bit for bit, reads the copies (zeroing them changes
-  the output), and leaves training and calls outside active() alone."""
-  from bert_tf.modeling import layers  # pylint: disable=g-import-not-at-top
+def _small_encoder_and_features(**overrides):
+  """A 2-block H=32 encoder (``overrides``: BertConfig fields) and a batch of 2
+  x 10 ids whose second row is padded after 6 tokens: (config, encoder,
+  features)."""
   cfg = config_lib.BertConfig(vocab_size=120, hidden_size=32, num_hidden_layers=2,
-                              num_attention_heads=4, intermediate_size=64,
-                              hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-  enc = BertEncoder(cfg)
+                              num_attention_heads=4, intermediate_size=64, **overrides)
   rng = np.random.RandomState(0)
   mask = np.ones((2, 10), np.int32)
   mask[1, 6:] = 0
   feats = {"input_ids": rng.randint(0, 120, (2, 10)).astype(np.int32) * mask,
            "input_mask": mask, "segment_ids": np.zeros((2, 10), np.int32)}
+  return cfg, BertEncoder(cfg), feats
+
+
+def test_fused_qkv_serving_weights_equal_and_used():
+  """FusedQKV (what every export traces with): inference inside active()
+  equals the plain call bit for bit, reads the copies (zeroing them changes
+  the output), and leaves training and calls outside active() alone."""
+  from bert_tf.modeling import layers  # pylint: disable=g-import-not-at-top
+  cfg, enc, feats = _small_encoder_and_features(hidden_dropout_prob=0.0,
+                                                attention_probs_dropout_prob=0.0)
   fused = layers.FusedQKV(enc)
   assert len(fused.variables) == 2 * cfg.num_hidden_layers
   assert fused.variables[0].shape == (32, 96) and fused.variables[1].shape == (96,)
@@ -231,14 +238,7 @@ def test_fused_qkv_bfloat16_serves_in_bfloat16_without_casting_weights():
   read as they are stored (no per-call weight cast), the output is within
   bfloat16 rounding of float32, and the layers' policies come back."""
   from bert_tf.modeling import layers  # pylint: disable=g-import-not-at-top
-  cfg = config_lib.BertConfig(vocab_size=120, hidden_size=32, num_hidden_layers=2,
-                              num_attention_heads=4, intermediate_size=64)
-  enc = BertEncoder(cfg)
-  rng = np.random.RandomState(0)
-  mask = np.ones((2, 10), np.int32)
-  mask[1, 6:] = 0
-  feats = {"input_ids": rng.randint(0, 120, (2, 10)).astype(np.int32) * mask,
-           "input_mask": mask, "segment_ids": np.zeros((2, 10), np.int32)}
+  cfg, enc, feats = _small_encoder_and_features()
   plain = enc(feats, training=False)["sequence_output"].numpy()
   fused = layers.FusedQKV(enc, dtype="bfloat16")
   assert len(fused.variables) == 8 * cfg.num_hidden_layers  # qkv + 3 projections

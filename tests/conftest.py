@@ -9,6 +9,31 @@ import sys
 
 import pytest
 
+# The CPUs this run may use, before a test worker pins itself (below).
+ALL_CPUS = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+
+
+def _pin_test_worker():
+  """Gives each pytest-xdist worker its own share of the CPUs.
+
+  Two workers each running TensorFlow and torch with one thread per CPU
+  oversubscribe the cores, and busy-waiting thread pools then crawl: torch's
+  AdamW step on MiniLM took 5.4 s with 2 threads beside a busy process and
+  0.17 s with 1 (2-vCPU Xeon, 2026-11-27); a lockstep test 180 s -> 60 s
+  pinned to one core. Pinned before TensorFlow or torch start, a worker's
+  pools (and the tools it starts) size themselves from its share. Nothing
+  is pinned without xdist or with fewer CPUs than workers.
+  """
+  worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+  count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+  if not worker.startswith("gw") or count < 2 or len(ALL_CPUS) < count:
+    return
+  share = ALL_CPUS[int(worker[2:]) % count::count]
+  os.sched_setaffinity(0, share)
+
+
+_pin_test_worker()
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -138,3 +163,43 @@ def copy_slice(src, dst, every=1, limit=None, header=True):
 
 def pytest_configure(config):
   config.addinivalue_line("markers", "slow: end-to-end integration tests (run in CI)")
+
+
+# The longest files first (measured, full suite, 2 workers): each worker
+# takes whole files in this order (``--no-loadscope-reorder``: by default
+# xdist orders files by their NUMBER of tests, which left a 500 s file for
+# last while the other worker sat idle). The rest keep collection order.
+LONGEST_FILES_FIRST = (
+    "test_readme.py", "test_lockstep_parity.py", "test_run_squad.py",
+    "test_export.py", "test_generic_tools.py", "test_end_to_end.py",
+    "test_pretraining.py", "test_keras_fresh_process.py", "test_swag.py",
+    "test_squad_export.py", "test_ner.py", "test_pretraining_lockstep.py",
+    "test_multiworker_resume.py", "test_pretraining_init.py",
+    "test_squad_resume.py", "test_keras_native.py", "test_recorded_settings.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+  del config
+  rank = {name: i for i, name in enumerate(LONGEST_FILES_FIRST)}
+  where = {id(item): i for i, item in enumerate(items)}
+  items.sort(key=lambda item: (rank.get(os.path.basename(str(item.fspath)),
+                                        len(rank)), where[id(item)]))
+
+
+_FILE_SECONDS = {}
+
+
+def pytest_runtest_logreport(report):
+  """Sums each file's test time (setup + call + teardown), for the summary."""
+  path = report.nodeid.split("::")[0]
+  _FILE_SECONDS[path] = _FILE_SECONDS.get(path, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+  """One line per file of the 12 longest: what ``LONGEST_FILES_FIRST`` orders."""
+  if not _FILE_SECONDS:
+    return
+  top = sorted(_FILE_SECONDS.items(), key=lambda kv: -kv[1])[:12]
+  terminalreporter.write_line("longest files (s, all workers): " + ", ".join(
+      "%s %.0f" % (os.path.basename(p), s) for p, s in top))

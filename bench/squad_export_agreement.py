@@ -14,7 +14,8 @@ question and context strings, in
 
 and counts the questions whose answer string equals the tool's (exactly;
 and after the official ``normalize_answer``), listing every disagreement
-with both answers and the score margin. Run the tool first::
+with both answers; for SQuAD v2.0 also the no-answer ("") decisions of
+each side. Run the tool first::
 
   MINILM=$(.venv/bin/python tools/minilm_dir.py)
   .venv/bin/python tools/run_squad.py --do_predict \\
@@ -103,6 +104,12 @@ def main():
     print("| %s | %d / %d (%.2f%%) | %d / %d (%.2f%%) |" % (
         name, sum(exact), len(qas), 100.0 * sum(exact) / len(qas),
         sum(norm), len(qas), 100.0 * sum(norm) / len(qas)))
+    empty_want = sum(want[qid] == "" for qid, _, _ in qas)
+    if empty_want:  # SQuAD v2.0: the no-answer decisions on their own
+      empty_got = sum(t == "" for t in texts)
+      both = sum(t == "" and want[qid] == "" for (qid, _, _), t in zip(qas, texts))
+      print("    no answer: predictions.json %d, served %d, both %d" % (
+          empty_want, empty_got, both))
     for ok, (qid, q, _), t in zip(exact, qas, texts):
       if not ok:
         print("    differs %s: served %r, predictions.json %r (question %r)"

@@ -720,14 +720,21 @@ def test_fresh_process_and_c_loader(exports, served, tmp_path):
     np.testing.assert_array_equal(got["start_char"], want[name]["start_char"])
     np.testing.assert_allclose(got["score"], want[name]["score"], atol=1e-5)
   assert got["no_answer"].tolist() == want["v2"]["no_answer"].tolist()
-  # The C loader (no Python; TF Serving's session loader) on the v1 export
-  # (serve.c prints float, int32, int64 and string outputs, not bool).
+  # The C loader (no Python; TF Serving's session loader) on both exports,
+  # v2's bool no_answer included.
   exe = compile_c_loader(str(tmp_path))
   ops_dir = os.path.join(os.path.dirname(tensorflow_text.__file__), "python", "ops")
-  libs = [os.path.join(ops_dir, l)
-          for l in saved_model.read_metadata(exports["v1"])["op_libraries"]]
-  got = _c_serve(exe, exports["v1"], {"question": QUESTIONS, "context": CONTEXTS},
-                 libs, str(tmp_path))
-  np.testing.assert_array_equal(got["answer"], want["v1"]["answer"])
-  np.testing.assert_array_equal(got["start_char"], want["v1"]["start_char"])
-  np.testing.assert_allclose(got["score"], want["v1"]["score"], atol=1e-5)
+  for name in ("v1", "v2"):
+    libs = [os.path.join(ops_dir, l)
+            for l in saved_model.read_metadata(exports[name])["op_libraries"]]
+    got = _c_serve(exe, exports[name], {"question": QUESTIONS, "context": CONTEXTS},
+                   libs, str(tmp_path))
+    assert set(got) == set(want[name]), name
+    np.testing.assert_array_equal(got["answer"], want[name]["answer"])
+    np.testing.assert_array_equal(got["start_char"], want[name]["start_char"])
+    np.testing.assert_allclose(got["score"], want[name]["score"], atol=1e-5)
+    if name == "v2":
+      assert set(want["v2"]["no_answer"].tolist()) == {True, False}  # both decisions
+      assert got["no_answer"].astype(bool).tolist() == want["v2"]["no_answer"].tolist()
+      np.testing.assert_allclose(got["null_score_diff"], want["v2"]["null_score_diff"],
+                                 atol=1e-5)

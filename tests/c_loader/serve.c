@@ -21,7 +21,7 @@
  *
  * Output, one line per requested output:
  *   <label> <dtype> <rank> <dim>... : <values>
- * floats as %.9g, ints as %lld, strings as hex.
+ * floats as %.9g, ints as %lld, bools as 0/1, strings as hex.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,6 +97,7 @@ static void print_tensor(const char* label, TF_Tensor* t) {
       case TF_FLOAT: printf(" %.9g", (double)((float*)data)[i]); break;
       case TF_INT32: printf(" %d", ((int32_t*)data)[i]); break;
       case TF_INT64: printf(" %lld", (long long)((int64_t*)data)[i]); break;
+      case TF_BOOL: printf(" %d", ((unsigned char*)data)[i] ? 1 : 0); break;
       case TF_STRING: {
         const TF_TString* s = &((const TF_TString*)data)[i];
         const unsigned char* p = (const unsigned char*)TF_StringGetDataPointer(s);

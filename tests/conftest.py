@@ -182,9 +182,8 @@ LONGEST_FILES_FIRST = (
 def pytest_collection_modifyitems(config, items):
   del config
   rank = {name: i for i, name in enumerate(LONGEST_FILES_FIRST)}
-  where = {id(item): i for i, item in enumerate(items)}
-  items.sort(key=lambda item: (rank.get(os.path.basename(str(item.fspath)),
-                                        len(rank)), where[id(item)]))
+  # A stable sort: within a rank (and for all unranked files) collection order.
+  items.sort(key=lambda item: rank.get(os.path.basename(str(item.fspath)), len(rank)))
 
 
 _FILE_SECONDS = {}

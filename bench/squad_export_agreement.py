@@ -49,13 +49,11 @@ def main():
   args = ap.parse_args()
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  import tensorflow_text  # pylint: disable=g-import-not-at-top
   try:
     import conftest  # pylint: disable=g-import-not-at-top
     import test_export  # pylint: disable=g-import-not-at-top
   except ImportError:
     sys.exit("run with PYTHONPATH=tests (this script uses the tests' serving harness)")
-  from bert_tf.export import saved_model  # pylint: disable=g-import-not-at-top
   del tf
 
   with open(args.predict_file, encoding="utf-8") as f:
@@ -84,9 +82,7 @@ def main():
         [r["answer"] for r in res])
     if not args.no_c_loader:
       exe = conftest.compile_c_loader(work)
-      ops_dir = os.path.join(os.path.dirname(tensorflow_text.__file__), "python", "ops")
-      libs = [os.path.join(ops_dir, l)
-              for l in saved_model.read_metadata(args.export_dir)["op_libraries"]]
+      libs = test_export._c_op_libraries(args.export_dir)  # pylint: disable=protected-access
       got = [test_export._c_serve(exe, args.export_dir,  # pylint: disable=protected-access
                                   {"question": questions[a:b], "context": contexts[a:b]},
                                   libs, work)["answer"] for a, b in batches]
@@ -94,6 +90,7 @@ def main():
 
   print("predict file: %s (%d questions); run: %s; export: %s" % (
       args.predict_file, len(qas), args.run_dir, args.export_dir))
+  empty_want = sum(want[qid] == "" for qid, _, _ in qas)  # SQuAD v2.0: no answer
   print("| served by | same answer string | same after normalize_answer |")
   print("|---|---:|---:|")
   for name, got in answers.items():
@@ -104,8 +101,7 @@ def main():
     print("| %s | %d / %d (%.2f%%) | %d / %d (%.2f%%) |" % (
         name, sum(exact), len(qas), 100.0 * sum(exact) / len(qas),
         sum(norm), len(qas), 100.0 * sum(norm) / len(qas)))
-    empty_want = sum(want[qid] == "" for qid, _, _ in qas)
-    if empty_want:  # SQuAD v2.0: the no-answer decisions on their own
+    if empty_want:  # the no-answer decisions on their own
       empty_got = sum(t == "" for t in texts)
       both = sum(t == "" and want[qid] == "" for (qid, _, _), t in zip(qas, texts))
       print("    no answer: predictions.json %d, served %d, both %d" % (

@@ -205,6 +205,15 @@ def test_fresh_process_matches_in_process(run, fresh):
     np.testing.assert_allclose(enc["encoder_outputs_%d" % i], w, **tol)
 
 
+def _c_op_libraries(path, leave_out=()):
+  """Paths of the tensorflow-text op libraries the export at ``path`` lists
+  in its metadata (``op_libraries``), for the C loader; ``leave_out``: names
+  to drop."""
+  ops_dir = os.path.join(os.path.dirname(tensorflow_text.__file__), "python", "ops")
+  return [os.path.join(ops_dir, l) for l in saved_model.read_metadata(path)["op_libraries"]
+          if l not in leave_out]
+
+
 def _c_serve(exe, path, inputs, libraries, work):
   """Runs the C loader on ``path``'s serving_default; returns {output: array}."""
   in_names, out_names = c_api.signature_tensors(path)
@@ -243,22 +252,18 @@ def _c_serve(exe, path, inputs, libraries, work):
 def test_c_loader_no_python_matches(run, fresh, tmp_path):
   """TF_LoadLibrary + TF_LoadSessionFromSavedModel + raw TF_STRING inputs, no Python."""
   exe = conftest.compile_c_loader(str(tmp_path))
-  ops_dir = os.path.join(os.path.dirname(tensorflow_text.__file__), "python", "ops")
   for name, inputs, want in (
       ("single", {"text": TEXTS}, fresh[0]),
       ("pair", {"text_a": TEXTS, "text_b": TEXTS_B}, fresh[1])):
     path = run["paths"][name]
-    libs = [os.path.join(ops_dir, l)
-            for l in saved_model.read_metadata(path)["op_libraries"]]
-    got = _c_serve(exe, path, inputs, libs, str(tmp_path))
+    got = _c_serve(exe, path, inputs, _c_op_libraries(path), str(tmp_path))
     np.testing.assert_allclose(got["probabilities"], want["probabilities"], atol=1e-6)
     np.testing.assert_allclose(got["logits"], want["logits"], atol=1e-6, rtol=1e-6)
     np.testing.assert_array_equal(got["label_ids"], want["label_ids"])
     np.testing.assert_array_equal(got["labels"], want["labels"])
   # Without the trimmer's library the graph cannot run: the list is needed.
   path = run["paths"]["single"]
-  libs = [os.path.join(ops_dir, l) for l in saved_model.read_metadata(path)["op_libraries"]
-          if l != "_trimmer_ops.so"]
+  libs = _c_op_libraries(path, leave_out=("_trimmer_ops.so",))
   with pytest.raises(AssertionError, match="RoundRobinTrim"):
     _c_serve(exe, path, {"text": TEXTS[:2]}, libs, str(tmp_path))
 
@@ -448,13 +453,11 @@ def test_export_tool_errors(run, tmp_path):
     fine_tuned.load_fine_tuned(run["ft"], max_seq_length=600)
 
 
-def _c_serve_texts(path, meta, work):
-  """The C loader's outputs for ``TEXTS`` from the classifier export at ``path``
-  (``meta``: its metadata, for the op libraries); built under ``work``."""
+def _c_serve_texts(path, work):
+  """The C loader's outputs for ``TEXTS`` from the classifier export at
+  ``path``; the loader is built under ``work``."""
   exe = conftest.compile_c_loader(work)
-  ops_dir = os.path.join(os.path.dirname(tensorflow_text.__file__), "python", "ops")
-  libs = [os.path.join(ops_dir, l) for l in meta["op_libraries"]]
-  return _c_serve(exe, path, {"text": TEXTS}, libs, work)
+  return _c_serve(exe, path, {"text": TEXTS}, _c_op_libraries(path), work)
 
 
 @pytest.mark.slow
@@ -490,7 +493,7 @@ def test_xla_export_equals_plain_and_runs_without_python(run, tmp_path):
     assert got["logits"].shape == (n, 2)
     np.testing.assert_allclose(got["logits"], want["logits"], atol=1e-5)
     np.testing.assert_array_equal(got["labels"], want["labels"])
-  got = _c_serve_texts(path, meta, str(tmp_path))
+  got = _c_serve_texts(path, str(tmp_path))
   want = plain(text=tf.constant(TEXTS, tf.string))
   np.testing.assert_allclose(got["logits"], want["logits"].numpy(), atol=1e-5)
   np.testing.assert_array_equal(got["labels"], want["labels"].numpy())
@@ -544,7 +547,7 @@ def test_bfloat16_export_close_to_float32_and_runs_without_python(run, tmp_path)
     texts = tf.constant((TEXTS * 10)[:n], tf.string)
     want, got = plain(text=texts)["logits"].numpy(), both(text=texts)["logits"].numpy()
     assert 0 < np.abs(got - want).max() <= 0.03 * np.abs(want).max() + 0.01, n
-  c_out = _c_serve_texts(path, meta, str(tmp_path))
+  c_out = _c_serve_texts(path, str(tmp_path))
   py_out = served(text=tf.constant(TEXTS, tf.string))
   np.testing.assert_allclose(c_out["logits"], py_out["logits"].numpy(), atol=1e-5)
   np.testing.assert_array_equal(c_out["labels"], py_out["labels"].numpy())

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 import numpy as np
 import pytest
 import tensorflow as tf
-import tensorflow_text
+import tensorflow_text  # noqa: F401  (registers the tokenizer ops: the exports load in process)
 
 from bert_tf import config as config_lib
 from bert_tf import preprocessing
@@ -704,7 +704,7 @@ CONTEXTS = ["Das Café Müller, eine naïve Façade — in Zürich. ".encode() *
 
 @pytest.mark.slow
 def test_fresh_process_and_c_loader(exports, served, tmp_path):
-  from test_export import FRESH_PROCESS, _c_serve, _decode, _string_input  # pylint: disable=g-import-not-at-top
+  from test_export import FRESH_PROCESS, _c_op_libraries, _c_serve, _decode, _string_input  # pylint: disable=g-import-not-at-top
   want = {n: _serve(served[n], QUESTIONS, CONTEXTS) for n in ("v1", "v2")}
   jobs = [{"path": exports[n], "signature": "serving_default",
            "inputs": {"question": _string_input(QUESTIONS),
@@ -723,12 +723,9 @@ def test_fresh_process_and_c_loader(exports, served, tmp_path):
   # The C loader (no Python; TF Serving's session loader) on both exports,
   # v2's bool no_answer included.
   exe = compile_c_loader(str(tmp_path))
-  ops_dir = os.path.join(os.path.dirname(tensorflow_text.__file__), "python", "ops")
   for name in ("v1", "v2"):
-    libs = [os.path.join(ops_dir, l)
-            for l in saved_model.read_metadata(exports[name])["op_libraries"]]
     got = _c_serve(exe, exports[name], {"question": QUESTIONS, "context": CONTEXTS},
-                   libs, str(tmp_path))
+                   _c_op_libraries(exports[name]), str(tmp_path))
     assert set(got) == set(want[name]), name
     np.testing.assert_array_equal(got["answer"], want[name]["answer"])
     np.testing.assert_array_equal(got["start_char"], want[name]["start_char"])

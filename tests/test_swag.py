@@ -349,14 +349,11 @@ def test_tool_end_to_end_and_export_in_a_fresh_process(tmp_path):
                            "probabilities": "float32"}
   # TF Serving's loader path with no Python (tests/c_loader/serve.c takes
   # 1-D string inputs: the endings go flat [B*N], which the signature allows).
-  from test_export import _c_serve  # pylint: disable=g-import-not-at-top
-  import tensorflow_text  # pylint: disable=g-import-not-at-top
+  from test_export import _c_op_libraries, _c_serve  # pylint: disable=g-import-not-at-top
   exe = compile_c_loader(str(tmp_path))
-  ops_dir = os.path.join(os.path.dirname(tensorflow_text.__file__), "python", "ops")
-  libs = [os.path.join(ops_dir, l) for l in meta["op_libraries"]]
   c_out = _c_serve(exe, str(exp / version),
                    {"context": contexts, "endings": [t for row in endings for t in row]},
-                   libs, str(tmp_path))
+                   _c_op_libraries(str(exp / version)), str(tmp_path))
   np.testing.assert_allclose(c_out["probabilities"], probs, atol=1e-5)
   assert c_out["label_id"].tolist() == probs.argmax(1).tolist()
 

@@ -91,13 +91,14 @@ def test_pretrain_finetune_export_chain(tmp_path):
   assert results["global_step"] == "40"
   assert tf.train.latest_checkpoint(pt_dir).endswith("ckpt-40")
 
-  # Fine-tune from our pretraining checkpoint on a real slice; export.
+  # Fine-tune from our pretraining run on a real slice (its directory as it
+  # is: the config is the bert_config.json the run wrote); export.
   sst = str(tmp_path / "sst")
   copy_slice(MOVIE_DIR + "/train.tsv", sst + "/train.tsv", every=40)
   copy_slice(MOVIE_DIR + "/dev.tsv", sst + "/dev.tsv", every=20)
   ft_dir, export_dir = str(tmp_path / "ft"), str(tmp_path / "export")
   run_tool(["tools/run_classifier.py", "--task_name=sst-2", "--do_train", "--do_eval",
-            "--data_dir=" + sst, "--vocab_file=" + VOCAB, "--bert_config_file=" + TINY_CONFIG,
+            "--data_dir=" + sst, "--vocab_file=" + VOCAB,
             "--init_checkpoint=" + pt_dir, "--max_seq_length=64", "--train_batch_size=16",
             "--num_train_epochs=1", "--output_dir=" + ft_dir, "--export_dir=" + export_dir])
   ev = open(os.path.join(ft_dir, "eval_results.txt")).read()

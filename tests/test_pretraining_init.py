@@ -164,3 +164,39 @@ def test_tool_continues_from_our_run_with_its_heads_and_refuses_bad_input(tmp_pa
   assert ("holds %d instances but one training batch needs 4096 (--train_batch_size)"
           % n) in line, line
   assert not os.path.exists(os.path.join(out, "checkpoint"))
+
+
+
+@pytest.mark.parametrize("task", ["classification", "squad", "tagging_swag"])
+def test_fine_tuning_takes_the_config_beside_a_pretraining_run(tmp_path, task):
+  """A pretraining run's directory (or a checkpoint prefix in it) is a
+  fine-tuning ``--init_checkpoint`` as it is: the fine-tuning tasks take the
+  run's ``bert_config.json``, as ``run_pretraining`` does
+  (:func:`bert_tf.checkpoints.checkpoint_config`); no config anywhere is one
+  error naming the flag. (``run_classifier`` from a pretraining run asked
+  for ``--bert_config_file`` before.)"""
+  import types  # pylint: disable=g-import-not-at-top
+  from bert_tf import errors  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import classification, fine_tuning, squad  # pylint: disable=g-import-not-at-top
+  run = tmp_path / "pretrain"
+  run.mkdir()
+  c = tiny().to_dict()
+  c["hidden_size"], c["num_attention_heads"] = 96, 3  # not the tiny config's
+  (run / "bert_config.json").write_text(json.dumps(c))
+  (run / "ckpt-40.index").write_text("")
+  (run / "checkpoint").write_text('model_checkpoint_path: "ckpt-40"\n')
+  out = tmp_path / "out"
+  resolve = {  # as each task calls it (tagging and swag: the same call)
+      "classification": classification.resolve_config_and_vocab,
+      "squad": squad.resolve_config_and_vocab,
+      "tagging_swag": lambda p: fine_tuning.resolve_config_and_vocab(
+          p, config_dirs=(p.output_dir,), check_files=True, check_config=True),
+  }[task]
+  def params(ic):
+    return types.SimpleNamespace(init_checkpoint=ic, bert_config_file=None,
+                                 vocab_file=VOCAB, output_dir=str(out))
+  for ic in (str(run), str(run / "ckpt-40")):
+    config, vocab = resolve(params(ic))
+    assert (config.hidden_size, vocab) == (96, VOCAB), (ic, config.hidden_size)
+  with pytest.raises(errors.ConfigError, match="bert_config_file is required unless"):
+    resolve(params(str(tmp_path / "nothing")))

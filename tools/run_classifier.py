@@ -9,9 +9,11 @@ regression, QQP, MNLI matched + mismatched, QNLI, RTE, WNLI), generic
 ``--label_column``, ``--labels``), ``--xnli_language``, and prepared
 tensorflow-datasets GLUE data (``--tfds_name=glue/sst2
 --tfds_data_dir=DIR``; nothing is downloaded). ``--init_checkpoint`` takes
-our checkpoints, the original ``bert_model.ckpt``, or a Hugging Face BERT
-directory (then ``--bert_config_file`` and ``--vocab_file`` default to its
-files). With ``--do_eval`` the dev set is scored after each epoch and the
+our checkpoints (a pretraining run's directory as it is), the original
+``bert_model.ckpt``, or a Hugging Face BERT directory; ``--bert_config_file``
+defaults to the config that came with it (``bert_config.json`` beside the
+checkpoint, or the directory's ``config.json``), ``--vocab_file`` to a
+Hugging Face directory's. With ``--do_eval`` the dev set is scored after each epoch and the
 best model kept in ``OUTPUT_DIR/best/``; ``--do_predict`` and
 ``--export_dir`` use it when present. ``--do_predict`` writes
 ``test_results.tsv`` (as the original) and the GLUE submission file

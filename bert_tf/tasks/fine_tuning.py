@@ -68,7 +68,7 @@ class FineTuningParams:
   original ``run_classifier.py`` (a task redeclares what differs)."""
   # The model, its vocab and tokenization.
   vocab_file: Optional[str] = field(None, "The vocabulary file of the pretrained model (default: vocab.txt of a Hugging Face --init_checkpoint).")
-  bert_config_file: Optional[str] = field(None, "bert_config.json of the pretrained model (default: a Hugging Face --init_checkpoint's config.json).")
+  bert_config_file: Optional[str] = field(None, "bert_config.json of the pretrained model (default: the config that came with --init_checkpoint: a Hugging Face directory's config.json, or bert_config.json beside the checkpoint, as in a pretraining run's directory).")
   do_lower_case: bool = field(True, "Whether to lower case the input text.")
   preserve_unused_tokens: bool = field(False, "Keep vocab entries [unusedN] that stand alone in the text as whole tokens (the original's --preserve_unused_tokens; the usual way to add domain words to a vocab).")
   # The training recipe.
@@ -126,26 +126,28 @@ def data_path(params, name: str) -> str:
 
 
 def resolve_config_and_vocab(params, config_dirs: Sequence[str] = (),
-                             check_files: bool = False, check_config: bool = False,
-                             not_found: str = ""):
+                             check_files: bool = False, check_config: bool = False):
   """``(BertConfig, vocab_file)`` from the flags, a Hugging Face directory,
-  or a ``bert_config.json`` found in one of ``config_dirs``.
+  the checkpoint's own ``bert_config.json``, or one found in ``config_dirs``.
 
-  The config: ``--bert_config_file``; else a Hugging Face
-  ``--init_checkpoint``'s ``config.json``; else the first
-  ``<dir>/bert_config.json`` of ``config_dirs`` that exists. The vocab:
+  The config: ``--bert_config_file``; else the config that came with
+  ``--init_checkpoint`` (a Hugging Face directory's
+  ``config.json``, or ``bert_config.json`` beside an original or our
+  checkpoint: :func:`bert_tf.checkpoints.checkpoint_config`, as
+  ``run_pretraining`` takes it, so a pretraining run's directory is a
+  starting point as it is); else the first ``<dir>/bert_config.json`` of
+  ``config_dirs`` that exists. The vocab:
   ``--vocab_file``; else ``vocab.txt`` of the Hugging Face directory and,
   with ``check_files``, beside the config (when it exists).
 
   Args:
     params: a params dataclass with ``init_checkpoint``,
       ``bert_config_file`` and ``vocab_file``.
-    config_dirs: where to look for ``bert_config.json`` (a checkpoint's
-      directory, the ``output_dir`` of a finished run).
+    config_dirs: where else to look for ``bert_config.json`` (the
+      ``output_dir`` of a finished run).
     check_files: a ``--vocab_file`` must exist (InputError); the vocab
       defaults to an existing ``vocab.txt`` only.
     check_config: a ``--bert_config_file`` must exist (ConfigError).
-    not_found: added to the message when no config is found.
 
   Raises:
     ConfigError / VocabError: naming the flag that is missing;
@@ -162,13 +164,15 @@ def resolve_config_and_vocab(params, config_dirs: Sequence[str] = (),
       checkpoints.check_config_matches(ic, config, config_file)
   elif hf:
     config_file, config = os.path.join(hf, "config.json"), checkpoints.read_hf_config(hf)
+  elif ic and checkpoints.checkpoint_config(ic) is not None:
+    config_file, config = checkpoints.checkpoint_config(ic)
   else:
     found = [os.path.join(d, "bert_config.json") for d in config_dirs
              if os.path.exists(os.path.join(d, "bert_config.json"))]
     if not found:
       raise errors.ConfigError("bert_config_file is required unless init_checkpoint "
-                               "is a Hugging Face BERT directory" + not_found,
-                               argument="bert_config_file")
+                               "is a Hugging Face BERT directory or has a "
+                               "bert_config.json beside it", argument="bert_config_file")
     config_file = found[0]
     config = config_lib.BertConfig.from_json_file(config_file)
   vocab_file = params.vocab_file

@@ -168,11 +168,8 @@ def resolve_config_and_vocab(params: SquadParams):
     ConfigError / VocabError: naming the flag that is missing;
     InputError: a ``--vocab_file`` that does not exist.
   """
-  ic = params.init_checkpoint
-  beside = [ic if os.path.isdir(ic) else os.path.dirname(os.path.abspath(ic))] if ic else []
   return fine_tuning.resolve_config_and_vocab(
-      params, config_dirs=beside + [params.output_dir], check_files=True,
-      not_found=" or has a bert_config.json beside it")
+      params, config_dirs=[params.output_dir], check_files=True)
 
 
 def has_gold_answers(predict_file: str) -> bool:

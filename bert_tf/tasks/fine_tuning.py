@@ -164,17 +164,19 @@ def resolve_config_and_vocab(params, config_dirs: Sequence[str] = (),
       checkpoints.check_config_matches(ic, config, config_file)
   elif hf:
     config_file, config = os.path.join(hf, "config.json"), checkpoints.read_hf_config(hf)
-  elif ic and checkpoints.checkpoint_config(ic) is not None:
-    config_file, config = checkpoints.checkpoint_config(ic)
   else:
+    beside = checkpoints.checkpoint_config(ic) if ic else None
     found = [os.path.join(d, "bert_config.json") for d in config_dirs
              if os.path.exists(os.path.join(d, "bert_config.json"))]
-    if not found:
+    if beside:
+      config_file, config = beside
+    elif found:
+      config_file = found[0]
+      config = config_lib.BertConfig.from_json_file(config_file)
+    else:
       raise errors.ConfigError("bert_config_file is required unless init_checkpoint "
                                "is a Hugging Face BERT directory or has a "
                                "bert_config.json beside it", argument="bert_config_file")
-    config_file = found[0]
-    config = config_lib.BertConfig.from_json_file(config_file)
   vocab_file = params.vocab_file
   if vocab_file:
     if check_files:

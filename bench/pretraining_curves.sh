@@ -1,0 +1,55 @@
+#!/bin/bash
+# Pretraining curves, ours beside Hugging Face's (issue 25 item 1): BERT-mini
+# (L=4 H=256 A=4, data/configs/bert_mini_config.json) from scratch on the
+# whole Austen corpus, the recipe of the Hugging Face references in
+# bench/results/pretraining/hf_gpu/ (bench/hf_pretraining_reference.py):
+# records from create_pretraining_data --dupe_factor=5 --num_workers=2
+# (seq 128, 20 predictions, seed 12345: 45,280 instances), batch 64, lr 5e-4,
+# 100 warm-up steps, 1,000 steps, --optimizer=adamw (bias-corrected, torch
+# AdamW's semantics), masked-LM accuracy per 50-step window
+# (--iterations_per_loop=50: the progress lines and TensorBoard train/), in
+# float32 and mixed_bfloat16, seeds 1..3.
+#
+#   bash bench/pretraining_curves.sh OUT_DIR [CORPUS]
+#
+# CORPUS defaults to ../shared/data/corpus/austen.txt (4 MB; the project ships
+# a slice only). Two queues, one per core (taskset: float32 on core 0,
+# mixed_bfloat16 on core 1); checkpoints every 250 steps; a rerun with the
+# same OUT_DIR resumes each run from its newest checkpoint and skips finished
+# ones. Prints the masked-LM accuracy of every run at steps 250 / 500 / 1,000.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:?usage: bash bench/pretraining_curves.sh OUT_DIR [CORPUS]}
+CORPUS=${2:-../shared/data/corpus/austen.txt}
+PY=$PWD/.venv/bin/python
+export PYTHONUNBUFFERED=1
+mkdir -p "$OUT"
+if [ ! -e "$OUT/records.done" ]; then
+  $PY tools/create_pretraining_data.py --input_file="$CORPUS" --output_file="$OUT/austen.tfrecord" \
+    --vocab_file=data/vocab/uncased_vocab.txt --do_lower_case=True --max_seq_length=128 \
+    --max_predictions_per_seq=20 --masked_lm_prob=0.15 --random_seed=12345 --dupe_factor=5 \
+    --num_workers=2 > "$OUT/create.log" 2>&1 || { cat "$OUT/create.log"; exit 1; }
+  date > "$OUT/records.done"
+fi
+one() {  # dtype seed cpu
+  local out="$OUT/$1_s$2"
+  [ -e "$out/done" ] && return 0
+  mkdir -p "$out"
+  taskset -c "$3" $PY tools/run_pretraining.py --input_file="$OUT/austen.tfrecord-*" \
+    --bert_config_file=data/configs/bert_mini_config.json --output_dir="$out" --do_train \
+    --train_batch_size=64 --max_seq_length=128 --max_predictions_per_seq=20 \
+    --learning_rate=5e-4 --num_train_steps=1000 --num_warmup_steps=100 --optimizer=adamw \
+    --iterations_per_loop=50 --save_checkpoints_steps=250 --seed="$2" --dtype="$1" \
+    >> "$out.log" 2>&1 && date > "$out/done"
+}
+( one float32 1 0; one float32 2 0; one float32 3 0 ) &
+( one mixed_bfloat16 1 1; one mixed_bfloat16 2 1; one mixed_bfloat16 3 1 ) &
+wait
+for f in "$OUT"/*_s?.log; do
+  printf "%-22s" "$(basename "$f" .log)"
+  for step in 250 500 1000; do
+    grep -o "^step $step/1000 .*masked_lm_accuracy=[0-9.]*" "$f" | tail -1 | grep -o "masked_lm_accuracy=[0-9.]*" \
+      | sed "s/masked_lm_accuracy=/ @$step /" | tr -d '\n'
+  done
+  echo
+done

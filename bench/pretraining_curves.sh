@@ -12,6 +12,8 @@
 #
 #   bash bench/pretraining_curves.sh OUT_DIR [CORPUS]
 #
+# (a smoke run: STEPS=8 ...; its figures mean nothing)
+#
 # CORPUS defaults to ../shared/data/corpus/austen.txt (4 MB; the project ships
 # a slice only). Two queues, one per core (taskset: float32 on core 0,
 # mixed_bfloat16 on core 1); checkpoints every 250 steps; a rerun with the
@@ -22,6 +24,7 @@ cd "$(dirname "$0")/.."
 OUT=${1:?usage: bash bench/pretraining_curves.sh OUT_DIR [CORPUS]}
 CORPUS=${2:-../shared/data/corpus/austen.txt}
 PY=$PWD/.venv/bin/python
+STEPS=${STEPS:-1000}
 export PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
 if [ ! -e "$OUT/records.done" ]; then
@@ -38,7 +41,7 @@ one() {  # dtype seed cpu
   taskset -c "$3" $PY tools/run_pretraining.py --input_file="$OUT/austen.tfrecord-*" \
     --bert_config_file=data/configs/bert_mini_config.json --output_dir="$out" --do_train \
     --train_batch_size=64 --max_seq_length=128 --max_predictions_per_seq=20 \
-    --learning_rate=5e-4 --num_train_steps=1000 --num_warmup_steps=100 --optimizer=adamw \
+    --learning_rate=5e-4 --num_train_steps="$STEPS" --num_warmup_steps=100 --optimizer=adamw \
     --iterations_per_loop=50 --save_checkpoints_steps=250 --seed="$2" --dtype="$1" \
     >> "$out.log" 2>&1 && date > "$out/done"
 }
@@ -48,7 +51,7 @@ wait
 for f in "$OUT"/*_s?.log; do
   printf "%-22s" "$(basename "$f" .log)"
   for step in 250 500 1000; do
-    grep -o "^step $step/1000 .*masked_lm_accuracy=[0-9.]*" "$f" | tail -1 | grep -o "masked_lm_accuracy=[0-9.]*" \
+    grep -o "^step $step/$STEPS .*masked_lm_accuracy=[0-9.]*" "$f" | tail -1 | grep -o "masked_lm_accuracy=[0-9.]*" \
       | sed "s/masked_lm_accuracy=/ @$step /" | tr -d '\n'
   done
   echo

@@ -166,7 +166,6 @@ def test_tool_continues_from_our_run_with_its_heads_and_refuses_bad_input(tmp_pa
   assert not os.path.exists(os.path.join(out, "checkpoint"))
 
 
-
 @pytest.mark.parametrize("task", ["classification", "squad", "tagging_swag"])
 def test_fine_tuning_takes_the_config_beside_a_pretraining_run(tmp_path, task):
   """A pretraining run's directory (or a checkpoint prefix in it) is a

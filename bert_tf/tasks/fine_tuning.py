@@ -162,21 +162,17 @@ def resolve_config_and_vocab(params, config_dirs: Sequence[str] = (),
     config = config_lib.BertConfig.from_json_file(config_file)
     if ic and os.path.exists(ic):
       checkpoints.check_config_matches(ic, config, config_file)
-  elif hf:
-    config_file, config = os.path.join(hf, "config.json"), checkpoints.read_hf_config(hf)
-  else:
-    beside = checkpoints.checkpoint_config(ic) if ic else None
-    found = [os.path.join(d, "bert_config.json") for d in config_dirs
-             if os.path.exists(os.path.join(d, "bert_config.json"))]
-    if beside:
-      config_file, config = beside
-    elif found:
-      config_file = found[0]
-      config = config_lib.BertConfig.from_json_file(config_file)
-    else:
-      raise errors.ConfigError("bert_config_file is required unless init_checkpoint "
-                               "is a Hugging Face BERT directory or has a "
-                               "bert_config.json beside it", argument="bert_config_file")
+  else:  # the config that came with the checkpoint (Hugging Face's included)
+    found = checkpoints.checkpoint_config(ic) if ic else None
+    if found is None:
+      paths = [p for p in (os.path.join(d, "bert_config.json") for d in config_dirs)
+               if os.path.exists(p)]
+      if not paths:
+        raise errors.ConfigError("bert_config_file is required unless init_checkpoint "
+                                 "is a Hugging Face BERT directory or has a "
+                                 "bert_config.json beside it", argument="bert_config_file")
+      found = paths[0], config_lib.BertConfig.from_json_file(paths[0])
+    config_file, config = found
   vocab_file = params.vocab_file
   if vocab_file:
     if check_files:

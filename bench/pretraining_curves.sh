@@ -12,7 +12,10 @@
 #
 #   bash bench/pretraining_curves.sh OUT_DIR [CORPUS]
 #
-# (a smoke run: STEPS=8 ...; its figures mean nothing)
+# (a smoke run: STEPS=8 ...; its figures mean nothing). SEEDS="1 2" runs only
+# those seeds (default "1 2 3"): a run's checkpoints live in OUT_DIR, outside
+# the work tree, and do not outlast the session, so give a session only runs
+# it can finish (~1 h each on one core) and keep their logs.
 #
 # CORPUS defaults to ../shared/data/corpus/austen.txt (4 MB; the project ships
 # a slice only). Two queues, one per core (taskset: float32 on core 0,
@@ -25,6 +28,7 @@ OUT=${1:?usage: bash bench/pretraining_curves.sh OUT_DIR [CORPUS]}
 CORPUS=${2:-../shared/data/corpus/austen.txt}
 PY=$PWD/.venv/bin/python
 STEPS=${STEPS:-1000}
+SEEDS=${SEEDS:-1 2 3}
 export PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
 if [ ! -e "$OUT/records.done" ]; then
@@ -45,8 +49,8 @@ one() {  # dtype seed cpu
     --iterations_per_loop=50 --save_checkpoints_steps=250 --seed="$2" --dtype="$1" \
     >> "$out.log" 2>&1 && date > "$out/done"
 }
-( one float32 1 0; one float32 2 0; one float32 3 0 ) &
-( one mixed_bfloat16 1 1; one mixed_bfloat16 2 1; one mixed_bfloat16 3 1 ) &
+( for s in $SEEDS; do one float32 "$s" 0; done ) &
+( for s in $SEEDS; do one mixed_bfloat16 "$s" 1; done ) &
 wait
 for f in "$OUT"/*_s?.log; do
   printf "%-22s" "$(basename "$f" .log)"

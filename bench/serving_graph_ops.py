@@ -31,7 +31,12 @@ block) run 8 ops each (2 ``Mean``, ``SquaredDifference``, ``Rsqrt``, ``Neg``,
 reshapes' shape arithmetic ~66 (``StridedSlice``, ``Pack``, ``Shape``,
 ``Unpack``: 16 with a static shape); the attention-mask adder runs once
 (``Cast``, ``Sub``, ``ExpandDims``, not per block); GELU is fused into its
-matmul. Neither alternative layer norm was fused into ``_MklLayerNorm``.
+matmul. Neither alternative layer norm was fused into ``_MklLayerNorm``;
+nor, on a one-layer-norm graph (a placeholder of rank 2 or 3, gamma and
+beta as constants or variables), were ``tf.nn.moments`` +
+``tf.nn.batch_normalization`` (the remapper's third pattern) or the centered
+form: that fusion does not fire in this build, so a layer norm costs 8
+kernels per call unless the body is XLA-compiled (``--xla``).
 """
 
 import argparse

@@ -29,7 +29,9 @@ Measured 2026-11-27 on TF 2.21 (oneDNN on), batch 1 x 12, served shapes:
 block) run 8 ops each (2 ``Mean``, ``SquaredDifference``, ``Rsqrt``, ``Neg``,
 ``Mul`` x2-3, ``AddV2``), ~104 of the ~300 kernels that do work; the
 reshapes' shape arithmetic ~66 (``StridedSlice``, ``Pack``, ``Shape``,
-``Unpack``: 16 with a static shape); the attention-mask adder runs once
+``Unpack``: 16 with a static shape; 11 since the blocks take B and S from
+``input_mask``, which every block shares, so Grappler merges the copies:
+363 nodes); the attention-mask adder runs once
 (``Cast``, ``Sub``, ``ExpandDims``, not per block); GELU is fused into its
 matmul. Neither alternative layer norm was fused into ``_MklLayerNorm``;
 nor, on a one-layer-norm graph (a placeholder of rank 2 or 3, gamma and

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import conftest
+import keras
 import tensorflow as tf
 
 from bert_tf import checkpoints
@@ -196,6 +197,7 @@ def _small_encoder_and_features(**overrides):
   cfg = config_lib.BertConfig(vocab_size=120, hidden_size=32, num_hidden_layers=2,
                               num_attention_heads=4, intermediate_size=64, **overrides)
   rng = np.random.RandomState(0)
+  keras.utils.set_random_seed(0)  # the encoder's initial weights too
   mask = np.ones((2, 10), np.int32)
   mask[1, 6:] = 0
   feats = {"input_ids": rng.randint(0, 120, (2, 10)).astype(np.int32) * mask,
@@ -226,7 +228,9 @@ def test_fused_qkv_serving_weights_equal_and_used():
   assert np.array_equal(train, eager)  # dropout 0: training reads the separate kernels
   assert not layers._SERVING_QKV  # pylint: disable=protected-access
   fused.variables[0].assign(tf.zeros_like(fused.variables[0]))
-  assert np.abs(traced(feats).numpy() - plain).max() > 1e-2  # the graph reads the copies
+  # The graph reads the copies: zeroed, the output moves (by 1e-3 to 1e-2 for
+  # this small random init, whose attention adds little: not a fixed 1e-2).
+  assert np.abs(traced(feats).numpy() - plain).max() > 1e-4
   assert np.array_equal(graph()(feats).numpy(), plain)  # outside active(): untouched
   with pytest.raises(ValueError, match="no TransformerBlock"):
     layers.FusedQKV(enc.embeddings)

@@ -281,7 +281,11 @@ class TransformerBlock(keras.layers.Layer):
     return dict(super().get_config(), config=self.config.to_dict())
 
   def call(self, x, input_mask, training=False, query_positions=None):
-    batch, seq_len = tf.shape(x)[0], tf.shape(x)[1]
+    # B and S from input_mask ([B, S], the same tensor in every block), not
+    # from x: Grappler then merges every block's shape arithmetic (Shape,
+    # StridedSlice, Pack for the reshapes) into one copy.
+    mask_shape = tf.shape(input_mask)
+    batch, seq_len = mask_shape[0], mask_shape[1]
     h = self.num_heads * self.head_size
     # Every projection runs on [B*S, H] rows: one 2-D MatMul + BiasAdd each.
     rows = tf.reshape(x, [-1, x.shape[-1] or h])

@@ -41,6 +41,7 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from _cpuinfo import cpu_line  # pylint: disable=wrong-import-position
+from serving_graph_ops import fused_batch_norm_layer_norm  # pylint: disable=wrong-import-position
 
 SHAPES = ((1, 12), (1, 128), (1, 384), (32, 24))
 
@@ -85,18 +86,7 @@ def main():
   fused_bf16 = layers.FusedQKV(model, dtype="bfloat16")  # --serving_dtype=bfloat16
 
   plain_ln = keras.layers.LayerNormalization.call
-
-  def fbn_ln(self, x):
-    """LayerNorm as one FusedBatchNormV3 over [1, rows, H, 1] (NCHW: one
-    channel per row, statistics over H) + scale and shift: 3 ops, not ~10."""
-    h = x.shape[-1]
-    rows = tf.reshape(x, [1, -1, h, 1])
-    n = tf.shape(rows)[1]
-    y = tf.raw_ops.FusedBatchNormV3(
-        x=rows, scale=tf.ones([n]), offset=tf.zeros([n]), mean=tf.zeros([0]),
-        variance=tf.zeros([0]), epsilon=self.epsilon, data_format="NCHW",
-        is_training=True)[0]
-    return tf.reshape(y, tf.shape(x)) * self.gamma + self.beta
+  fbn_ln = fused_batch_norm_layer_norm
 
   def body(use_qkv, use_fbn=False, bf16=False):
     def f(input_ids, input_mask, segment_ids):

@@ -50,6 +50,30 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from _cpuinfo import cpu_line  # pylint: disable=wrong-import-position
 
 
+def centered_layer_norm(self, x):
+  """``LayerNormalization.call`` as ``c = x - mean``, ``var = mean(c^2)``,
+  ``c * (rsqrt(var + eps) * gamma) + beta`` (the remapper's second pattern)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  mean = tf.reduce_mean(x, axis=-1, keepdims=True)
+  c = x - mean
+  var = tf.reduce_mean(tf.square(c), axis=-1, keepdims=True)
+  return c * (tf.math.rsqrt(var + self.epsilon) * self.gamma) + self.beta
+
+
+def fused_batch_norm_layer_norm(self, x):
+  """``LayerNormalization.call`` as one FusedBatchNormV3 over [1, rows, H, 1]
+  (NCHW: one channel per row, statistics over H; Keras 2's fused layer norm)
+  + scale and shift: 3 ops, not ~10. Also used by serving_breakdown.py."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  rows = tf.reshape(x, [1, -1, x.shape[-1], 1])
+  n = tf.shape(rows)[1]
+  y = tf.raw_ops.FusedBatchNormV3(
+      x=rows, scale=tf.ones([n]), offset=tf.zeros([n]), mean=tf.zeros([0]),
+      variance=tf.zeros([0]), epsilon=self.epsilon, data_format="NCHW",
+      is_training=True)[0]
+  return tf.reshape(y, tf.shape(x)) * self.gamma + self.beta
+
+
 def main():
   ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
   ap.add_argument("--layer_norm", default="keras",
@@ -66,24 +90,10 @@ def main():
   from bert_tf.tasks import classification  # pylint: disable=g-import-not-at-top
   from bert_tf.tools.minilm_dir import minilm_dir  # pylint: disable=g-import-not-at-top
 
-  def centered(self, x):
-    mean = tf.reduce_mean(x, axis=-1, keepdims=True)
-    c = x - mean
-    var = tf.reduce_mean(tf.square(c), axis=-1, keepdims=True)
-    return c * (tf.math.rsqrt(var + self.epsilon) * self.gamma) + self.beta
-
-  def fused_batch_norm(self, x):
-    rows = tf.reshape(x, [1, -1, x.shape[-1], 1])
-    n = tf.shape(rows)[1]
-    y = tf.raw_ops.FusedBatchNormV3(
-        x=rows, scale=tf.ones([n]), offset=tf.zeros([n]), mean=tf.zeros([0]),
-        variance=tf.zeros([0]), epsilon=self.epsilon, data_format="NCHW",
-        is_training=True)[0]
-    return tf.reshape(y, tf.shape(x)) * self.gamma + self.beta
-
   if args.layer_norm != "keras":
-    keras.layers.LayerNormalization.call = {"centered": centered,
-                                            "fused_batch_norm": fused_batch_norm}[args.layer_norm]
+    keras.layers.LayerNormalization.call = {
+        "centered": centered_layer_norm,
+        "fused_batch_norm": fused_batch_norm_layer_norm}[args.layer_norm]
   keras.utils.set_random_seed(0)
   mdir = minilm_dir()
   model = classification.build_classifier(checkpoints.read_hf_config(mdir), 2)

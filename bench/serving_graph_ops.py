@@ -11,15 +11,18 @@ variables frozen to constants, run once in a ``tf.compat.v1.Session`` with
 ``output_partition_graphs``, and prints the op types of the partition graph
 it executed, most frequent first.
 
-  .venv/bin/python bench/serving_graph_ops.py [--layer_norm=keras|centered|fused_batch_norm]
+  .venv/bin/python bench/serving_graph_ops.py [--layer_norm=keras|centered|batch_normalization|fused_batch_norm]
       [--static_shape]
+  .venv/bin/python bench/serving_graph_ops.py --epsilon_probe
 
 ``--layer_norm`` swaps the body's ``LayerNormalization.call`` for a
-formulation (same weights, outputs within 1e-6): ``keras`` (Keras 3's, as
-trained and exported), ``centered`` (``x - mean``, mean of its square,
-``* (rsqrt(var + eps) * gamma) + beta``: the remapper's second layer-norm
-pattern), ``fused_batch_norm`` (Keras 2's ``FusedBatchNormV3`` over
-``[1, rows, H, 1]``: the remapper's first pattern). ``--static_shape``
+formulation (same weights, the same outputs within 1e-6 unless Grappler
+fuses it, below): ``keras`` (Keras 3's, as trained and exported),
+``centered`` (``x - mean``, mean of its square, ``* (rsqrt(var + eps) *
+gamma) + beta``: the remapper's second layer-norm pattern),
+``batch_normalization`` (``tf.nn.moments`` + ``tf.nn.batch_normalization``:
+its third), ``fused_batch_norm`` (Keras 2's ``FusedBatchNormV3`` over
+``[1, rows, H, 1]``: its first). ``--static_shape``
 traces for the one input shape (batch 1 x 12 tokens) instead of
 ``[None, None]`` as served, which shows what the shape arithmetic costs.
 Counts only: one call, no timing, so it can run beside other work.
@@ -33,12 +36,17 @@ reshapes' shape arithmetic ~66 (``StridedSlice``, ``Pack``, ``Shape``,
 ``input_mask``, which every block shares, so Grappler merges the copies:
 363 nodes); the attention-mask adder runs once
 (``Cast``, ``Sub``, ``ExpandDims``, not per block); GELU is fused into its
-matmul. Neither alternative layer norm was fused into ``_MklLayerNorm``;
-nor, on a one-layer-norm graph (a placeholder of rank 2 or 3, gamma and
-beta as constants or variables), were ``tf.nn.moments`` +
-``tf.nn.batch_normalization`` (the remapper's third pattern) or the centered
-form: that fusion does not fire in this build, so a layer norm costs 8
-kernels per call unless the body is XLA-compiled (``--xla``).
+matmul. ``centered`` and ``fused_batch_norm`` are not fused into
+``_MklLayerNorm``. ``batch_normalization`` is, with gamma and beta constant
+(here: frozen) and the axis given as a positive index (the remapper checks
+``rank - 1``; ``-1`` does not match): 219 nodes, 13 ``_MklLayerNorm``, and a
+``_MklFusedBatchMatMulV2`` per block. But the fused kernel then runs with
+epsilon 0.001 whatever the graph's epsilon (the attribute reads ``f:
+0.001``; ``--epsilon_probe``: one such layer norm over inputs of std 0.05,
+gamma and beta constant, is off by 0.5 from numpy with BERT's 1e-12 and
+within 1e-6 with 1e-3), so the logits move by ~1e-3: a TensorFlow 2.21 trap,
+not a speed-up we can ship (a SavedModel's weights are variables anyway,
+which that pattern does not match).
 """
 
 import argparse
@@ -60,6 +68,16 @@ def centered_layer_norm(self, x):
   return c * (tf.math.rsqrt(var + self.epsilon) * self.gamma) + self.beta
 
 
+def batch_normalization_layer_norm(self, x):
+  """``LayerNormalization.call`` as ``tf.nn.moments`` + ``tf.nn.batch_normalization``
+  over the last axis named by its positive index (Keras 2's unfused layer
+  norm): the remapper's third pattern, which needs gamma and beta constant."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  axis = len(x.shape) - 1
+  mean, var = tf.nn.moments(x, [axis], keepdims=True)
+  return tf.nn.batch_normalization(x, mean, var, self.beta, self.gamma, self.epsilon)
+
+
 def fused_batch_norm_layer_norm(self, x):
   """``LayerNormalization.call`` as one FusedBatchNormV3 over [1, rows, H, 1]
   (NCHW: one channel per row, statistics over H; Keras 2's fused layer norm)
@@ -74,12 +92,48 @@ def fused_batch_norm_layer_norm(self, x):
   return tf.reshape(y, tf.shape(x)) * self.gamma + self.beta
 
 
+def epsilon_probe():
+  """One ``batch_normalization`` layer norm ([1, 12, 384], std 0.05, gamma and
+  beta constant) per epsilon, run by a v1 Session: fused or not, the fused
+  kernel's epsilon attribute, and the max |difference| from numpy."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(0)
+  xv = rng.normal(size=(1, 12, 384)).astype(np.float32) * 0.05
+  gv, bv = rng.random(384).astype(np.float32), rng.random(384).astype(np.float32)
+  print("| epsilon in the graph | _MklLayerNorm | its epsilon | max abs diff from numpy |")
+  print("|---|---|---|---:|")
+  for eps in (1e-12, 1e-5, 1e-3):
+    graph = tf.Graph()
+    with graph.as_default():
+      x = tf.compat.v1.placeholder(tf.float32, [None, None, 384])
+      mean, var = tf.nn.moments(x, [2], keepdims=True)
+      y = tf.identity(tf.nn.batch_normalization(
+          x, mean, var, tf.constant(bv), tf.constant(gv), eps))
+      meta = tf.compat.v1.RunMetadata()
+      with tf.compat.v1.Session(graph=graph) as sess:
+        out = sess.run(y, {x: xv}, run_metadata=meta,
+                       options=tf.compat.v1.RunOptions(output_partition_graphs=True))
+    fused = [n for g in meta.partition_graphs for n in g.node if n.op == "_MklLayerNorm"]
+    mu = xv.mean(-1, keepdims=True)
+    ref = (xv - mu) / np.sqrt(((xv - mu) ** 2).mean(-1, keepdims=True) + eps) * gv + bv
+    print("| %g | %s | %s | %.1e |" % (eps, "yes" if fused else "no",
+                                      fused[0].attr["epsilon"].f if fused else "-",
+                                      np.abs(out - ref).max()))
+
+
 def main():
   ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
   ap.add_argument("--layer_norm", default="keras",
-                  choices=("keras", "centered", "fused_batch_norm"))
+                  choices=("keras", "centered", "batch_normalization", "fused_batch_norm"))
   ap.add_argument("--static_shape", action="store_true")
+  ap.add_argument("--epsilon_probe", action="store_true",
+                  help="only the one-layer-norm epsilon check")
   args = ap.parse_args()
+  if args.epsilon_probe:
+    print(cpu_line())
+    epsilon_probe()
+    return
 
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -93,6 +147,7 @@ def main():
   if args.layer_norm != "keras":
     keras.layers.LayerNormalization.call = {
         "centered": centered_layer_norm,
+        "batch_normalization": batch_normalization_layer_norm,
         "fused_batch_norm": fused_batch_norm_layer_norm}[args.layer_norm]
   keras.utils.set_random_seed(0)
   mdir = minilm_dir()

@@ -17,8 +17,9 @@ reference and ours, each side about its own mean).
 
 Each progress line covers the 50 steps before it (``--iterations_per_loop
 =50``; the reference records the same window), so "step 250" is the mean
-over steps 201-250 on both sides. Raises SystemExit naming the file when a
-log holds no progress line.
+over steps 201-250 on both sides. A run's log with no progress line yet
+(just started) is skipped with a line saying so; SystemExit names the
+folder or file when there is nothing to compare.
 """
 
 import argparse
@@ -46,8 +47,6 @@ def read_ours(path):
       m = _OURS.match(line.strip())
       if m:
         curve[int(m.group(1))] = {k: float(v) for k, v in _KV.findall(m.group(2))}
-  if not curve:
-    raise SystemExit(f"{path}: no 'step N/T ...' progress line")
   return curve
 
 
@@ -86,7 +85,11 @@ def main():
   sides = {}
   for path in sorted(glob.glob(os.path.join(args.out_dir, "*_s[0-9]*.log"))):
     name, seed = re.match(r"(.*)_s(\d+)\.log$", os.path.basename(path)).groups()
-    sides.setdefault(name, {})[int(seed)] = read_ours(path)
+    curve = read_ours(path)
+    if not curve:
+      print(f"{path}: no progress line yet, skipped", file=sys.stderr)
+      continue
+    sides.setdefault(name, {})[int(seed)] = curve
   if not sides:
     raise SystemExit(f"{args.out_dir}: no <dtype>_s<seed>.log")
   ref_name = "HF " + os.path.basename(args.hf)

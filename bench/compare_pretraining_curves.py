@@ -13,7 +13,8 @@ seed-to-seed std pooled over every side at that step (all runs of the
 reference and ours, each side about its own mean).
 
   .venv/bin/python bench/compare_pretraining_curves.py OUT_DIR \
-      --hf bench/results/pretraining/hf_gpu/curves_mlm_nsp_1000.log
+      --hf bench/results/pretraining/hf_gpu/curves_mlm_nsp_1000.log \
+      [--hf OUT_DIR/hf_original_s3.log]
 
 Each progress line covers the 50 steps before it (``--iterations_per_loop
 =50``; the reference records the same window), so "step 250" is the mean
@@ -78,7 +79,9 @@ def summary(values):
 def main():
   ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
   ap.add_argument("out_dir", help="bench/pretraining_curves.sh's OUT_DIR")
-  ap.add_argument("--hf", required=True, help="reference .json or .log")
+  ap.add_argument("--hf", required=True, action="append",
+                  help="reference .json or .log; repeat to pool seeds from several "
+                       "files (e.g. seeds 1-2 from the GPU log, seed 3 from a CPU run)")
   ap.add_argument("--steps", default="250,500,1000")
   args = ap.parse_args()
   steps = [int(s) for s in args.steps.split(",")]
@@ -92,10 +95,16 @@ def main():
     sides.setdefault(name, {})[int(seed)] = curve
   if not sides:
     raise SystemExit(f"{args.out_dir}: no <dtype>_s<seed>.log")
-  ref_name = "HF " + os.path.basename(args.hf)
-  sides = {ref_name: read_hf(args.hf), **sides}
+  ref = {}
+  for path in args.hf:
+    for seed, curve in read_hf(path).items():
+      if seed in ref:
+        raise SystemExit(f"{path}: seed {seed} is already in an earlier --hf file")
+      ref[seed] = curve
+  ref_name = "HF " + "+".join(os.path.basename(p) for p in args.hf)
+  sides = {ref_name: ref, **sides}
   print(cpu_line())
-  print(f"reference: {args.hf}")
+  print(f"reference: {', '.join(args.hf)}")
   for metric in METRICS:
     print(f"\n{metric} (window of 50 steps ending at the step)")
     print(f"| step | run | seeds | values | mean +- std | [min, max] | ours' mean in the reference's range | gap / pooled std |")

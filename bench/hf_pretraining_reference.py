@@ -34,10 +34,11 @@ import csv
 import json
 import math
 import os
-import platform
 import time
 
 import numpy as np
+
+from _cpuinfo import cpu_line  # pylint: disable=wrong-import-position
 
 FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
             "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
@@ -266,7 +267,7 @@ def main():
   torch.backends.cudnn.allow_tf32 = False
   device = "cuda" if torch.cuda.is_available() else "cpu"
   result = dict(recipe=vars(args), device=(torch.cuda.get_device_name(0)
-                                           if device == "cuda" else platform.processor()),
+                                           if device == "cuda" else cpu_line()),
                 torch=torch.__version__, transformers=transformers.__version__, runs=[])
   tasks = [t for t in args.finetune.split(",") if t]
   data = None

@@ -15,7 +15,14 @@
 # (a smoke run: STEPS=8 ...; its figures mean nothing). SEEDS="1 2" runs only
 # those seeds (default "1 2 3"): a run's checkpoints live in OUT_DIR, outside
 # the work tree, and do not outlast the session, so give a session only runs
-# it can finish (~1 h each on one core) and keep their logs.
+# it can finish (~1 h each on one core) and keep their logs. DTYPES picks
+# ours' queues (default "float32 mixed_bfloat16"). HF_SEEDS="3" also runs
+# the Hugging Face reference (bench/hf_pretraining_reference.py, the
+# original's schedule, torch on this CPU, one thread) for those seeds after
+# the mixed_bfloat16 queue on core 1 (or alone there), writing
+# OUT_DIR/hf_original_s<seed>.log/.json; e.g. the last seed of everything:
+#   SEEDS=3 DTYPES=float32 HF_SEEDS=3 bash bench/pretraining_curves.sh OUT_DIR
+# and compare with bench/compare_pretraining_curves.py OUT_DIR --hf ...
 #
 # CORPUS defaults to ../shared/data/corpus/austen.txt (4 MB; the project ships
 # a slice only). Two queues, one per core (taskset: float32 on core 0,
@@ -29,6 +36,8 @@ CORPUS=${2:-../shared/data/corpus/austen.txt}
 PY=$PWD/.venv/bin/python
 STEPS=${STEPS:-1000}
 SEEDS=${SEEDS:-1 2 3}
+DTYPES=${DTYPES:-float32 mixed_bfloat16}
+HF_SEEDS=${HF_SEEDS:-}
 export PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
 if [ ! -e "$OUT/records.done" ]; then
@@ -49,10 +58,28 @@ one() {  # dtype seed cpu
     --iterations_per_loop=50 --save_checkpoints_steps=250 --seed="$2" --dtype="$1" \
     >> "$out.log" 2>&1 && date > "$out/done"
 }
-( for s in $SEEDS; do one float32 "$s" 0; done ) &
-( for s in $SEEDS; do one mixed_bfloat16 "$s" 1; done ) &
+hf() {  # seed cpu
+  local out="$OUT/hf_original_s$1"
+  [ -e "$out.json" ] && return 0
+  if [ ! -e "$OUT/austen_pt.npz" ]; then
+    $PY bench/hf_pretraining_reference.py --to_npz "$(ls "$OUT"/austen.tfrecord-* | paste -sd,)" \
+      "$OUT/austen_pt.tmp.npz" > "$OUT/npz.log" 2>&1 && mv "$OUT/austen_pt.tmp.npz" "$OUT/austen_pt.npz" \
+      || { cat "$OUT/npz.log"; return 1; }
+  fi
+  OMP_NUM_THREADS=1 taskset -c "$2" $PY bench/hf_pretraining_reference.py --npz "$OUT/austen_pt.npz" \
+    --seeds "$1" --num_train_steps "$STEPS" --schedule original --output "$out.tmp.json" \
+    > "$out.log" 2>&1 && mv "$out.tmp.json" "$out.json"
+}
+case " $DTYPES " in *" float32 "*)
+  ( for s in $SEEDS; do one float32 "$s" 0; done ) & ;;
+esac
+(
+  case " $DTYPES " in *" mixed_bfloat16 "*) for s in $SEEDS; do one mixed_bfloat16 "$s" 1; done ;; esac
+  for s in $HF_SEEDS; do hf "$s" 1; done
+) &
 wait
 for f in "$OUT"/*_s?.log; do
+  case $f in */hf_*) continue ;; esac  # compare_pretraining_curves.py reads those
   printf "%-22s" "$(basename "$f" .log)"
   for step in 250 500 1000; do
     grep -o "^step $step/$STEPS .*masked_lm_accuracy=[0-9.]*" "$f" | tail -1 | grep -o "masked_lm_accuracy=[0-9.]*" \

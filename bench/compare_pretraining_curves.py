@@ -87,6 +87,8 @@ def main():
   steps = [int(s) for s in args.steps.split(",")]
   sides = {}
   for path in sorted(glob.glob(os.path.join(args.out_dir, "*_s[0-9]*.log"))):
+    if os.path.basename(path).startswith("hf_"):
+      continue  # a reference run of pretraining_curves.sh's HF_SEEDS: pass it as --hf
     name, seed = re.match(r"(.*)_s(\d+)\.log$", os.path.basename(path)).groups()
     curve = read_ours(path)
     if not curve:

@@ -41,18 +41,9 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from _cpuinfo import cpu_line  # pylint: disable=wrong-import-position
-from serving_graph_ops import fused_batch_norm_layer_norm  # pylint: disable=wrong-import-position
+from serving_graph_ops import fused_batch_norm_layer_norm, op_count  # pylint: disable=wrong-import-position
 
 SHAPES = ((1, 12), (1, 128), (1, 384), (32, 24))
-
-
-def op_count(concrete):
-  """Ops of a concrete function's graph plus those of the functions it calls."""
-  graph = concrete.graph
-  n = len(graph.get_operations())
-  for f in graph.as_graph_def().library.function:
-    n += len(f.node_def)
-  return n
 
 
 def main():

@@ -58,6 +58,14 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from _cpuinfo import cpu_line  # pylint: disable=wrong-import-position
 
 
+def op_count(concrete):
+  """Ops of a concrete function's graph plus those of the functions it calls
+  (the traced count; also serving_breakdown.py's ``ops`` column)."""
+  graph = concrete.graph
+  return len(graph.get_operations()) + sum(
+      len(f.node_def) for f in graph.as_graph_def().library.function)
+
+
 def centered_layer_norm(self, x):
   """``LayerNormalization.call`` as ``c = x - mean``, ``var = mean(c^2)``,
   ``c * (rsqrt(var + eps) * gamma) + beta`` (the remapper's second pattern)."""
@@ -164,8 +172,7 @@ def main():
   shape = [b, s] if args.static_shape else [None, None]
   conc = tf.function(body, autograph=False).get_concrete_function(
       *[tf.TensorSpec(shape, tf.int32)] * 3)
-  traced = len(conc.graph.get_operations()) + sum(
-      len(f.node_def) for f in conc.graph.as_graph_def().library.function)
+  traced = op_count(conc)
   frozen = convert_to_constants.convert_variables_to_constants_v2(conc)
   graph = tf.Graph()
   with graph.as_default():

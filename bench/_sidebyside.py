@@ -91,6 +91,10 @@ def parser(name: str, doc: str, data: str, epochs: int, batch_size: int,
   ap.add_argument("--max_train_" + unit, type=int, default=None)
   ap.add_argument("--max_dev_" + unit, type=int, default=None)
   ap.add_argument("--threads", type=int, default=os.cpu_count())
+  ap.add_argument("--hf_padding", choices=("max_length", "longest"), default="max_length",
+                  help="HF's training batches: padded to --max_seq_length (the original "
+                       "scripts' way) or cut to each batch's longest row (HF's collators' "
+                       "default, and our tools' batches).")
   ap.add_argument("--output", default="/tmp/bench_%s.json" % name)
   add_flags(ap)
   return ap
@@ -135,7 +139,11 @@ def hf_train(args, seed: int, model, x: dict, y, start: float) -> tuple:
   weight decay 0.01 with LayerNorm and biases excluded), linear warm-up over
   10% of the steps then linear decay to 0, global-norm clipping 1.0; every
   epoch one shuffled pass (a ``torch.Generator`` seeded with ``seed``), the
-  last partial batch kept. ``x``: tensors of the training rows, ``y`` their
+  last partial batch kept. With ``--hf_padding=longest`` each batch is cut
+  to its longest row (what HF's ``DataCollatorWithPadding`` /
+  ``DataCollatorForTokenClassification`` / run_swag's collator give by
+  default; our tools trim their training batches the same way). ``x``:
+  tensors of the training rows, padded to ``--max_seq_length``; ``y`` their
   labels. Leaves ``model`` in eval mode; returns ``(steps, train_rate)``
   (:class:`SteadyRate`)."""
   import torch  # pylint: disable=g-import-not-at-top
@@ -151,7 +159,12 @@ def hf_train(args, seed: int, model, x: dict, y, start: float) -> tuple:
     order = torch.randperm(n, generator=gen)
     for i in range(steps_per_epoch):
       idx = order[i * args.batch_size:(i + 1) * args.batch_size]
-      out = model(**{k: v[idx] for k, v in x.items()}, labels=y[idx])
+      xb, yb = {k: v[idx] for k, v in x.items()}, y[idx]
+      if args.hf_padding == "longest":  # HF's collators: pad to the batch's longest
+        width = int(xb["attention_mask"].sum(-1).max())
+        xb = {k: v[..., :width].contiguous() for k, v in xb.items()}
+        yb = yb[..., :width].contiguous() if yb.dim() > 1 else yb
+      out = model(**xb, labels=yb)
       out.loss.backward()
       torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
       opt.step()
@@ -187,7 +200,11 @@ def run_ours(args, seed: int, tool: str, data_dir: str, out_dir: str,
          "--optimizer=%s" % args.ours_optimizer]
   print("ours: " + " ".join(shlex.quote(c) for c in cmd), flush=True)
   start = time.time()
-  env = dict(os.environ, TF_NUM_INTRAOP_THREADS=str(args.threads))
+  # PYTHONPATH: this checkout's bert_tf, not the one the venv was installed
+  # from (an editable install points at another clone).
+  env = dict(os.environ, TF_NUM_INTRAOP_THREADS=str(args.threads),
+             PYTHONPATH=os.pathsep.join(
+                 [ROOT] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
   proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
   if proc.returncode:
     sys.exit("%s failed:\n%s\n%s" % (tool, proc.stdout[-3000:], proc.stderr[-3000:]))
@@ -218,10 +235,12 @@ def start(args, metric: str, title: str) -> tuple:
 
 
 def recipe(args) -> str:
-  """``recipe: E epochs, lr L, batch B, seq S; ours --optimizer=O``."""
-  return ("recipe: %d epochs, lr %g, batch %d, seq %d; ours --optimizer=%s" % (
-      args.epochs, args.learning_rate, args.batch_size, args.max_seq_length,
-      args.ours_optimizer))
+  """``recipe: E epochs, lr L, batch B, seq S; ours --optimizer=O; HF batches
+  padded to P``."""
+  return ("recipe: %d epochs, lr %g, batch %d, seq %d; ours --optimizer=%s; "
+          "HF batches padded to %s" % (
+              args.epochs, args.learning_rate, args.batch_size, args.max_seq_length,
+              args.ours_optimizer, getattr(args, "hf_padding", "max_length")))
 
 
 def run_seeds(args, results: dict, hf_run, ours_run) -> None:
@@ -365,19 +384,28 @@ def merge(paths: list[str]) -> dict:
       this.pop("ours_optimizer", None)
     else:
       this.setdefault("ours_optimizer", "adamw_original")
+    # HF's padding likewise (files from before the flag padded to max_length).
+    if res["args"].get("which") == "ours":
+      this.pop("hf_padding", None)
+    else:
+      this.setdefault("hf_padding", "max_length")
     if recipe is None:
       recipe, merged["args"] = dict(this), dict(res["args"])
-      if "ours_optimizer" in this:
-        merged["args"]["ours_optimizer"] = this["ours_optimizer"]
+      for key in ("ours_optimizer", "hf_padding"):
+        if key in this:
+          merged["args"][key] = this[key]
+        else:
+          merged["args"].pop(key, None)
     else:
       diff = sorted(k for k in set(this) & set(recipe) if this[k] != recipe[k])
       if diff:
         raise SystemExit("--merge: %s has another recipe than %s (%s)" % (
             path, paths[0], ", ".join("%s=%r vs %r" % (k, this[k], recipe[k])
                                       for k in diff)))
-      if "ours_optimizer" in this and "ours_optimizer" not in recipe:
-        recipe["ours_optimizer"] = this["ours_optimizer"]
-        merged["args"]["ours_optimizer"] = this["ours_optimizer"]
+      for key in ("ours_optimizer", "hf_padding"):  # a side-only setting
+        if key in this and key not in recipe:
+          recipe[key] = this[key]
+          merged["args"][key] = this[key]
     for side in ("hf", "ours"):
       for seed, run in res[side].items():
         if str(seed) in merged[side]:

@@ -23,6 +23,8 @@ OUT=${1:?usage: bash bench/domain_adaptive_pretraining.sh OUT_DIR}
 PY=$PWD/.venv/bin/python
 MINILM=$($PY tools/minilm_dir.py)
 export PYTHONUNBUFFERED=1
+# This checkout's bert_tf, whatever clone the venv's editable install names.
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 mkdir -p "$OUT"
 if [ ! -s "$OUT/corpus.txt" ]; then
   tail -n +2 data/movie_review_sentences/train.tsv | cut -f1 | awk 'NF{print; print ""}' \

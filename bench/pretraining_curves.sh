@@ -39,6 +39,8 @@ SEEDS=${SEEDS:-1 2 3}
 DTYPES=${DTYPES:-float32 mixed_bfloat16}
 HF_SEEDS=${HF_SEEDS:-}
 export PYTHONUNBUFFERED=1
+# This checkout's bert_tf, whatever clone the venv's editable install names.
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 mkdir -p "$OUT"
 if [ ! -e "$OUT/records.done" ]; then
   $PY tools/create_pretraining_data.py --input_file="$CORPUS" --output_file="$OUT/austen.tfrecord" \

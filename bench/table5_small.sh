@@ -30,6 +30,8 @@ PY=$PWD/.venv/bin/python
 CONFIG=data/configs/bert_mini_config.json
 VOCAB=data/vocab/uncased_vocab.txt
 export PYTHONUNBUFFERED=1
+# This checkout's bert_tf, whatever clone the venv's editable install names.
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 mkdir -p "$OUT"
 if [ ! -e "$OUT/records.done" ]; then
   $PY tools/create_pretraining_data.py --input_file="$SHARED/corpus/austen.txt" \

@@ -194,6 +194,37 @@ def test_windows_cover_every_word_with_first_piece_labels():
   assert tp.windows(tf.ragged.constant([[]], dtype=tf.int64))["input_ids"].shape == (0, 8)
 
 
+def test_train_batches_trimmed_to_longest_window(tmp_path):
+  """Training batches carry only the columns up to their longest window; the
+  cut columns were padding (mask 0, label IGNORE), the kept ones are the
+  full-width windows' own."""
+  params = tagging_task.NerParams(
+      data_dir=NER_DIR, output_dir=str(tmp_path), vocab_file=VOCAB,
+      bert_config_file=TINY_CONFIG, do_train=True, max_seq_length=128,
+      train_batch_size=16, max_examples=200, seed=3)
+  task = tagging_task.TokenTaggingTask(params)
+  full = task.train_encoded.features
+  rows = {}  # a window's ids -> its indices (a few tweets repeat)
+  for i, r in enumerate(full["input_ids"].tolist()):
+    rows.setdefault(tuple(r), []).append(i)
+  widths = []
+  for x, y in task.train_dataset(16, None).take(8):
+    x = {k: v.numpy() for k, v in x.items()}
+    width = x["input_ids"].shape[1]
+    widths.append(width)
+    assert y.shape == (16, width) and x["input_mask"][:, -1].any()  # the longest row ends there
+    for b in range(16):
+      same = [i for i in rows[tuple(np.pad(x["input_ids"][b], (0, 128 - width)).tolist())]
+              if all((x[k][b] == full[k][i, :width]).all() for k in tagging.FEATURE_NAMES)
+              and (y.numpy()[b] == full["label_ids"][i, :width]).all()]
+      assert same, "batch row %d is no window's first %d columns" % (b, width)
+      i = same[0]
+      assert not full["input_mask"][i, width:].any()
+      assert (full["label_ids"][i, width:] == tagging.IGNORE).all()
+  # Tweets are short: every batch is far below the 128 of max_seq_length.
+  assert max(widths) < 100 and len(set(widths)) > 1, widths
+
+
 # ------------------------------------------------------------------- model
 
 

@@ -157,14 +157,18 @@ def test_hf_bert_for_multiple_choice_parity(minilm_dir, tmp_path):
   examples = swag_data.read_swag_examples(MC_DEV, limit=6)
   pre = preprocessing.BertPreprocessor(os.path.join(hf_dir, "vocab.txt"), True, 48)
   x = pack(pre, examples)
-  assert x["input_ids"].shape == (6, 4, 48)
-  # Our packing == HF run_swag's tokenizer call on (sent1, f"{sent2} {ending}").
+  # Our packing == HF run_swag's tokenizer call on (sent1, f"{sent2} {ending}")
+  # with its default dynamic padding (to the batch's longest choice): the
+  # batch is trimmed to its longest row, here below the 48 of max_seq_length.
   tok = transformers.BertTokenizerFast.from_pretrained(hf_dir)
   first = [e.context for e in examples for _ in range(4)]
   second = ["%s %s" % (e.start_ending, end) for e in examples for end in e.endings]
-  enc = tok(first, second, truncation=True, max_length=48, padding="max_length")
-  np.testing.assert_array_equal(x["input_ids"].reshape(24, 48), enc["input_ids"])
-  np.testing.assert_array_equal(x["segment_ids"].reshape(24, 48), enc["token_type_ids"])
+  enc = tok(first, second, truncation=True, max_length=48, padding="longest")
+  width = len(enc["input_ids"][0])
+  assert x["input_ids"].shape == (6, 4, width) and 20 < width < 48, x["input_ids"].shape
+  np.testing.assert_array_equal(x["input_ids"].reshape(24, width), enc["input_ids"])
+  np.testing.assert_array_equal(x["segment_ids"].reshape(24, width), enc["token_type_ids"])
+  np.testing.assert_array_equal(x["input_mask"].reshape(24, width), enc["attention_mask"])
 
   ours = model(x).numpy()
   with torch.no_grad():

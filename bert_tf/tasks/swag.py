@@ -104,8 +104,10 @@ def choices_dataset(preprocessor: preprocessing.BertPreprocessor, contexts, endi
 
   Returns:
     a dataset of ``features`` (or ``(features, labels)``): int32
-    ``input_ids``, ``input_mask``, ``segment_ids`` [B, N, max_seq_length]
-    and int32 labels [B].
+    ``input_ids``, ``input_mask``, ``segment_ids`` [B, N, S'] and int32
+    labels [B]; S' is the batch's longest choice (<= ``max_seq_length``:
+    the padding columns beyond it are cut, exact as padding is masked out;
+    :func:`bert_tf.preprocessing.trim_to_longest`).
   """
   n = len(contexts[0]) if len(contexts) else 1
   def strings(rows):
@@ -119,12 +121,11 @@ def choices_dataset(preprocessor: preprocessing.BertPreprocessor, contexts, endi
     ds = ds.shuffle(max(1, len(contexts)), seed=seed, reshuffle_each_iteration=True)
   if repeat:
     ds = ds.repeat()
-  seq = preprocessor.max_seq_length
-
   def encode(a, b, y=None):
     rows = tf.shape(a)[0]
-    flat = preprocessor(tf.reshape(a, [-1]), tf.reshape(b, [-1]))
-    features = {k: tf.reshape(v, [rows, n, seq]) for k, v in flat.items()}
+    flat = preprocessing.trim_to_longest(
+        preprocessor(tf.reshape(a, [-1]), tf.reshape(b, [-1])))
+    features = {k: tf.reshape(v, [rows, n, -1]) for k, v in flat.items()}
     return features if y is None else (features, y)
   return (ds.batch(batch_size, drop_remainder=drop_remainder)
           .map(encode, num_parallel_calls=tf.data.AUTOTUNE).prefetch(2))

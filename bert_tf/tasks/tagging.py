@@ -35,6 +35,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import errors
+from bert_tf import preprocessing
 from bert_tf.data import conll
 from bert_tf.modeling import tagging
 from bert_tf.params import field
@@ -209,14 +210,22 @@ class TokenTaggingTask(fine_tuning.FineTuningTask):
   # --- training ----------------------------------------------------------
 
   def train_dataset(self, batch_size, input_context):
-    """Repeated, shuffled ``(features, label_ids)`` batches of windows."""
+    """Repeated, shuffled ``(features, label_ids)`` batches of windows, int32
+    [B, S'], each batch trimmed to its longest window (S' <=
+    ``max_seq_length``; exact: the cut columns are padding, masked out and
+    labeled IGNORE), as the classifier's batches
+    (:func:`bert_tf.preprocessing.trim_to_longest`)."""
     del input_context
     f = self.train_encoded.features
     x = {k: f[k] for k in tagging.FEATURE_NAMES}
     ds = tf.data.Dataset.from_tensor_slices((x, f["label_ids"]))
     ds = ds.shuffle(max(1, self.train_encoded.num_windows), seed=self.params.seed,
                     reshuffle_each_iteration=True).repeat()
-    return ds.batch(batch_size, drop_remainder=True).prefetch(2)
+
+    def trim(x, y):
+      x = preprocessing.trim_to_longest(x)
+      return x, y[:, :tf.shape(x["input_ids"])[1]]
+    return ds.batch(batch_size, drop_remainder=True).map(trim).prefetch(2)
 
   def loss_normalizers(self, features):
     _, y = features

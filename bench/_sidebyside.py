@@ -36,6 +36,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # how many threads ran it: files that differ only in these may be joined.
 NOT_RECIPE = ("which", "seeds", "threads", "output", "merge")
 
+# Recipe settings of one side only: key -> (that side, the value files from
+# before the flag ran). A file of the other side alone ignores the key.
+SIDE_ONLY = {"ours_optimizer": ("ours", "adamw_original"),
+             "hf_padding": ("hf", "max_length")}
+
 # Steady speed leaves out the first this-many steps on both sides: our tools
 # run with ``--iterations_per_loop`` of this, so it is their first progress
 # loop (tracing, warm-up); the HF loop is timed from the same step.
@@ -240,7 +245,7 @@ def recipe(args) -> str:
   return ("recipe: %d epochs, lr %g, batch %d, seq %d; ours --optimizer=%s; "
           "HF batches padded to %s" % (
               args.epochs, args.learning_rate, args.batch_size, args.max_seq_length,
-              args.ours_optimizer, getattr(args, "hf_padding", "max_length")))
+              args.ours_optimizer, args.hf_padding))
 
 
 def run_seeds(args, results: dict, hf_run, ours_run) -> None:
@@ -378,20 +383,14 @@ def merge(paths: list[str]) -> dict:
     except (OSError, ValueError) as e:
       raise SystemExit("--merge: cannot read %s: %s" % (path, e)) from e
     this = {k: v for k, v in res["args"].items() if k not in NOT_RECIPE}
-    # Our optimizer is part of our runs' recipe only; files from before the
-    # flag ran the original's.
-    if res["args"].get("which") == "hf":
-      this.pop("ours_optimizer", None)
-    else:
-      this.setdefault("ours_optimizer", "adamw_original")
-    # HF's padding likewise (files from before the flag padded to max_length).
-    if res["args"].get("which") == "ours":
-      this.pop("hf_padding", None)
-    else:
-      this.setdefault("hf_padding", "max_length")
+    for key, (side, before_flag) in SIDE_ONLY.items():
+      if res["args"].get("which") == ("hf" if side == "ours" else "ours"):
+        this.pop(key, None)
+      else:
+        this.setdefault(key, before_flag)
     if recipe is None:
       recipe, merged["args"] = dict(this), dict(res["args"])
-      for key in ("ours_optimizer", "hf_padding"):
+      for key in SIDE_ONLY:
         if key in this:
           merged["args"][key] = this[key]
         else:
@@ -402,7 +401,7 @@ def merge(paths: list[str]) -> dict:
         raise SystemExit("--merge: %s has another recipe than %s (%s)" % (
             path, paths[0], ", ".join("%s=%r vs %r" % (k, this[k], recipe[k])
                                       for k in diff)))
-      for key in ("ours_optimizer", "hf_padding"):  # a side-only setting
+      for key in SIDE_ONLY:
         if key in this and key not in recipe:
           recipe[key] = this[key]
           merged["args"][key] = this[key]

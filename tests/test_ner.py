@@ -209,14 +209,14 @@ def test_train_batches_trimmed_to_longest_window(tmp_path):
     rows.setdefault(tuple(r), []).append(i)
   widths = []
   for x, y in task.train_dataset(16, None).take(8):
-    x = {k: v.numpy() for k, v in x.items()}
+    x, y = {k: v.numpy() for k, v in x.items()}, y.numpy()
     width = x["input_ids"].shape[1]
     widths.append(width)
     assert y.shape == (16, width) and x["input_mask"][:, -1].any()  # the longest row ends there
     for b in range(16):
       same = [i for i in rows[tuple(np.pad(x["input_ids"][b], (0, 128 - width)).tolist())]
               if all((x[k][b] == full[k][i, :width]).all() for k in tagging.FEATURE_NAMES)
-              and (y.numpy()[b] == full["label_ids"][i, :width]).all()]
+              and (y[b] == full["label_ids"][i, :width]).all()]
       assert same, "batch row %d is no window's first %d columns" % (b, width)
       i = same[0]
       assert not full["input_mask"][i, width:].any()

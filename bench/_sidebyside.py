@@ -41,6 +41,10 @@ NOT_RECIPE = ("which", "seeds", "threads", "output", "merge")
 SIDE_ONLY = {"ours_optimizer": ("ours", "adamw_original"),
              "hf_padding": ("hf", "max_length")}
 
+# Recipe settings of both sides added after results files were written:
+# key -> the value those older files ran with.
+ADDED_RECIPE = {"dtype": "float32"}
+
 # Steady speed leaves out the first this-many steps on both sides: our tools
 # run with ``--iterations_per_loop`` of this, so it is their first progress
 # loop (tracing, warm-up); the HF loop is timed from the same step.
@@ -100,6 +104,11 @@ def parser(name: str, doc: str, data: str, epochs: int, batch_size: int,
                   help="HF's training batches: padded to --max_seq_length (the original "
                        "scripts' way) or cut to each batch's longest row (HF's collators' "
                        "default, and our tools' batches).")
+  ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                  help="bfloat16: ours --dtype=mixed_bfloat16, HF the forward pass and "
+                       "loss under torch.autocast('cpu', dtype=torch.bfloat16) (what HF's "
+                       "Trainer --bf16 does on a CPU); float32 weights and optimizer on "
+                       "both sides.")
   ap.add_argument("--output", default="/tmp/bench_%s.json" % name)
   add_flags(ap)
   return ap
@@ -144,7 +153,10 @@ def hf_train(args, seed: int, model, x: dict, y, start: float) -> tuple:
   weight decay 0.01 with LayerNorm and biases excluded), linear warm-up over
   10% of the steps then linear decay to 0, global-norm clipping 1.0; every
   epoch one shuffled pass (a ``torch.Generator`` seeded with ``seed``), the
-  last partial batch kept. With ``--hf_padding=longest`` each batch is cut
+  last partial batch kept. With ``--dtype=bfloat16`` the forward pass and
+  the loss run under ``torch.autocast("cpu", dtype=torch.bfloat16)``, as
+  HF's ``Trainer`` with ``--bf16`` on a CPU (backward and optimizer step
+  outside it). With ``--hf_padding=longest`` each batch is cut
   to its longest row (what HF's ``DataCollatorWithPadding`` /
   ``DataCollatorForTokenClassification`` / run_swag's collator give by
   default; our tools trim their training batches the same way). ``x``:
@@ -169,7 +181,9 @@ def hf_train(args, seed: int, model, x: dict, y, start: float) -> tuple:
         width = int(xb["attention_mask"].sum(-1).max())
         xb = {k: v[..., :width].contiguous() for k, v in xb.items()}
         yb = yb[..., :width].contiguous() if yb.dim() > 1 else yb
-      out = model(**xb, labels=yb)
+      with torch.autocast("cpu", dtype=torch.bfloat16,
+                          enabled=args.dtype == "bfloat16"):
+        out = model(**xb, labels=yb)
       out.loss.backward()
       torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
       opt.step()
@@ -202,7 +216,8 @@ def run_ours(args, seed: int, tool: str, data_dir: str, out_dir: str,
          "--learning_rate=%g" % args.learning_rate,
          "--num_train_epochs=%d" % args.epochs, "--warmup_proportion=0.1",
          "--save_checkpoints_steps=100000", "--iterations_per_loop=%d" % STEADY_AFTER_STEPS,
-         "--optimizer=%s" % args.ours_optimizer]
+         "--optimizer=%s" % args.ours_optimizer,
+         "--dtype=%s" % ("mixed_bfloat16" if args.dtype == "bfloat16" else "float32")]
   print("ours: " + " ".join(shlex.quote(c) for c in cmd), flush=True)
   start = time.time()
   # PYTHONPATH: this checkout's bert_tf, not the one the venv was installed
@@ -240,12 +255,12 @@ def start(args, metric: str, title: str) -> tuple:
 
 
 def recipe(args) -> str:
-  """``recipe: E epochs, lr L, batch B, seq S; ours --optimizer=O; HF batches
-  padded to P``."""
-  return ("recipe: %d epochs, lr %g, batch %d, seq %d; ours --optimizer=%s; "
+  """``recipe: E epochs, lr L, batch B, seq S, D; ours --optimizer=O; HF
+  batches padded to P``."""
+  return ("recipe: %d epochs, lr %g, batch %d, seq %d, %s; ours --optimizer=%s; "
           "HF batches padded to %s" % (
               args.epochs, args.learning_rate, args.batch_size, args.max_seq_length,
-              args.ours_optimizer, args.hf_padding))
+              args.dtype, args.ours_optimizer, args.hf_padding))
 
 
 def run_seeds(args, results: dict, hf_run, ours_run) -> None:
@@ -383,6 +398,8 @@ def merge(paths: list[str]) -> dict:
     except (OSError, ValueError) as e:
       raise SystemExit("--merge: cannot read %s: %s" % (path, e)) from e
     this = {k: v for k, v in res["args"].items() if k not in NOT_RECIPE}
+    for key, before_flag in ADDED_RECIPE.items():
+      this.setdefault(key, before_flag)
     for key, (side, before_flag) in SIDE_ONLY.items():
       if res["args"].get("which") == ("hf" if side == "ours" else "ours"):
         this.pop(key, None)
@@ -390,6 +407,8 @@ def merge(paths: list[str]) -> dict:
         this.setdefault(key, before_flag)
     if recipe is None:
       recipe, merged["args"] = dict(this), dict(res["args"])
+      for key in ADDED_RECIPE:
+        merged["args"][key] = this[key]
       for key in SIDE_ONLY:
         if key in this:
           merged["args"][key] = this[key]

@@ -39,6 +39,7 @@ NOT_RECIPE = ("which", "seeds", "threads", "output", "merge")
 # Recipe settings of one side only: key -> (that side, the value files from
 # before the flag ran). A file of the other side alone ignores the key.
 SIDE_ONLY = {"ours_optimizer": ("ours", "adamw_original"),
+             "ours_skip_padding": ("ours", "false"),
              "hf_padding": ("hf", "max_length")}
 
 # Recipe settings of both sides added after results files were written:
@@ -217,6 +218,7 @@ def run_ours(args, seed: int, tool: str, data_dir: str, out_dir: str,
          "--num_train_epochs=%d" % args.epochs, "--warmup_proportion=0.1",
          "--save_checkpoints_steps=100000", "--iterations_per_loop=%d" % STEADY_AFTER_STEPS,
          "--optimizer=%s" % args.ours_optimizer,
+         "--skip_padding=%s" % args.ours_skip_padding,
          "--dtype=%s" % ("mixed_bfloat16" if args.dtype == "bfloat16" else "float32")]
   print("ours: " + " ".join(shlex.quote(c) for c in cmd), flush=True)
   start = time.time()
@@ -287,13 +289,17 @@ def finish(args, lines: list, results: dict, metric: str, title: str) -> None:
 
 
 def add_flags(ap) -> None:
-  """The flags both task benches share beyond their recipe: our optimizer and
-  ``--merge``."""
+  """The flags both task benches share beyond their recipe: our optimizer,
+  our ``--skip_padding`` and ``--merge``."""
   ap.add_argument("--ours_optimizer", default="adamw_original",
                   choices=("adamw_original", "adamw"),
                   help="Our tool's --optimizer: the original's AdamWeightDecay (no "
                        "bias correction; the default of every tool) or Keras AdamW "
                        "(bias correction, as torch.optim.AdamW on the HF side).")
+  ap.add_argument("--ours_skip_padding", default="true", choices=("true", "false"),
+                  help="Our tool's --skip_padding: the encoder's row-wise layers on the "
+                       "tokens only (the tools' default) or on every position, padding "
+                       "included (the original's computation, and the code before the flag).")
   ap.add_argument("--merge", default=None,
                   help="Comma-separated results files of earlier runs of one recipe "
                        "(e.g. split by --which/--seeds across sessions): print "

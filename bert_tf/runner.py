@@ -454,6 +454,8 @@ class Runner:
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
       optimizer.build(model.trainable_variables)
     tpu = isinstance(strategy, tf.distribute.TPUStrategy)
+    if tpu and getattr(model, "skip_padding", False):
+      model.skip_padding = False  # TPU programs need static shapes
     iterator = None
     if do_train:
       iterator = self._train_iterator(task, strategy, num_workers, worker_index, tpu)
@@ -601,12 +603,21 @@ class Runner:
 
   def _train_iterator(self, task, strategy, num_workers, worker_index, tpu):
     batch = batch_size_of(task)
+
+    def train_dataset(per_replica_batch, ctx):
+      dataset = task.train_dataset(per_replica_batch, ctx)
+      if not task.autotune_input:
+        options = tf.data.Options()
+        options.autotune.enabled = False
+        dataset = dataset.with_options(options)
+      return dataset
+
     if tpu:
       return iter(strategy.distribute_datasets_from_function(
-          lambda ctx: task.train_dataset(ctx.get_per_replica_batch_size(batch), ctx)))
+          lambda ctx: train_dataset(ctx.get_per_replica_batch_size(batch), ctx)))
     ctx = tf.distribute.InputContext(num_workers, worker_index,
                                      strategy.num_replicas_in_sync)
-    dataset = task.train_dataset(batch // num_workers, ctx)
+    dataset = train_dataset(batch // num_workers, ctx)
     if task.resumable_input:
       return iter(dataset)  # a plain iterator: checkpointable (exact resume)
     return iter(strategy.experimental_distribute_dataset(dataset))

@@ -97,17 +97,17 @@ def _track_tf_variables(module, layer, dtype=None):
   module.fused_qkv = list(fused.variables)
 
 
-def _serving_call(module, inputs):
+def _serving_call(module, inputs, **kwargs):
   """``module``'s model on ``inputs`` (``training=False``) as the export traces
   it: with the fused query/key/value copies where :func:`_track_tf_variables`
   made them (a module that holds its model untracked, for in-process use,
-  calls it plainly)."""
+  calls it plainly). ``kwargs`` go to the model's call."""
   model = module._layer.obj  # pylint: disable=protected-access
   fused = getattr(module, "_fused_qkv", None)
   if fused is None:
-    return model(inputs, training=False)
+    return model(inputs, training=False, **kwargs)
   with fused.obj.active():
-    return model(inputs, training=False)
+    return model(inputs, training=False, **kwargs)
 
 
 # An ``xla=True`` export runs the model body XLA-compiled where that is
@@ -244,8 +244,9 @@ class ClassifierServingModule(tf.Module):
     _track_tf_variables(self, model, None if dtype == "float32" else dtype)
     self.xla = bool(xla)
     if self.xla:
+      # Static shapes under XLA: every row computed (skip_padding=False).
       self._xla_body = tf.function(
-          lambda f: tf.cast(_serving_call(self, f), tf.float32),
+          lambda f: tf.cast(_serving_call(self, f, skip_padding=False), tf.float32),
           jit_compile=True, autograph=False)
     self.preprocessor = preprocessor
     self.is_pair = bool(is_pair)

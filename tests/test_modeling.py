@@ -52,8 +52,10 @@ def test_config_errors(tmp_path):
     config_lib.BertConfig.from_json_file(str(bad))
 
 
-def test_minilm_matches_transformers(minilm_dir):
-  """Real weights: our encoder vs transformers.BertModel on CPU PyTorch."""
+@pytest.mark.parametrize("skip_padding", [False, True])
+def test_minilm_matches_transformers(minilm_dir, skip_padding):
+  """Real weights: our encoder vs transformers.BertModel on CPU PyTorch
+  (``skip_padding``: the blocks on the token rows only)."""
   torch = conftest.require("torch")
   transformers = conftest.require("transformers")
   cfg = checkpoints.read_hf_config(minilm_dir)
@@ -64,7 +66,7 @@ def test_minilm_matches_transformers(minilm_dir):
   pre = BertPreprocessor(minilm_dir + "/vocab.txt", True, 64)
   x = pre(tf.constant(dev_sentences()))
   assert x["input_mask"].numpy().sum(1).min() < 10  # padding present
-  ours = enc(x)
+  ours = enc(x, skip_padding=skip_padding)
   ref = transformers.BertModel.from_pretrained(minilm_dir).eval()
   with torch.no_grad():
     r = ref(input_ids=torch.tensor(x["input_ids"].numpy()).long(),
@@ -78,6 +80,43 @@ def test_minilm_matches_transformers(minilm_dir):
     d = np.abs((ours["encoder_outputs"][i].numpy() - h.numpy()) * mask).max()
     assert d < 1e-5, (i, d)
   assert np.abs(ours["pooled_output"].numpy() - r.pooler_output.numpy()).max() < 1e-5
+  if skip_padding:  # padding rows are zeros, not the original's values
+    assert not np.any(ours["sequence_output"].numpy() * (1 - mask))
+
+
+def test_skip_padding_gradients_equal_padded(minilm_dir):
+  """One training step's gradients (dropout off: same function) with the
+  blocks on the token rows only equal the padded computation's: the moves
+  between layouts have hand-written gradients, and padding must get none."""
+  cfg = checkpoints.read_hf_config(minilm_dir)
+  cfg.hidden_dropout_prob = cfg.attention_probs_dropout_prob = 0.0
+  enc = BertEncoder(cfg)
+  enc(enc.dummy_inputs())
+  checkpoints.load_hf_weights(enc, minilm_dir)
+  x = BertPreprocessor(VOCAB, True, 64)(tf.constant(dev_sentences()[:6]))
+  mask = tf.cast(x["input_mask"], tf.float32)
+  assert 0 < float(tf.reduce_mean(mask)) < 0.8  # padding present
+  probe = tf.random.stateless_normal([64, cfg.hidden_size], [7, 8])
+
+  @tf.function
+  def grads(skip):
+    with tf.GradientTape() as tape:
+      out = enc(x, training=True, skip_padding=skip)
+      seq = out["sequence_output"] * mask[..., None]  # the tokens only
+      loss = (tf.reduce_sum(seq * probe[:tf.shape(seq)[1]]) +
+              tf.reduce_sum(out["pooled_output"] ** 2))
+    names = [v.path for v in enc.trainable_variables]
+    return loss, dict(zip(names, tape.gradient(loss, enc.trainable_variables)))
+
+  loss_p, g_p = grads(False)
+  loss_s, g_s = grads(True)
+  np.testing.assert_allclose(loss_s.numpy(), loss_p.numpy(), rtol=1e-5)
+  for name, ref in g_p.items():
+    got = tf.convert_to_tensor(g_s[name]).numpy()
+    ref = tf.convert_to_tensor(ref).numpy()
+    scale = max(np.abs(ref).max(), 1e-3)
+    # key/bias: zero in exact arithmetic (softmax ignores it), ~1e-6 noise here
+    assert np.abs(got - ref).max() < 1e-4 * scale + 1e-5, (name, np.abs(got - ref).max(), scale)
 
 
 def test_padding_does_not_change_outputs(minilm_dir):

@@ -33,6 +33,19 @@ class BertEncoder(keras.layers.Layer):
       block computes only these positions (see
       :class:`~bert_tf.modeling.layers.TransformerBlock`); for pretraining,
       where only [CLS] and the masked positions are read.
+    skip_padding: Python bool. True: every row-wise step (the projections,
+      the feed-forward layers, LayerNorm, dropout) of every block runs on
+      the tokens only (``input_mask`` 1), not on the padding; attention
+      still sees the [B, S] layout. The token rows and ``pooled_output``
+      equal the default's up to float summation order (tested); padding
+      rows of ``sequence_output`` and ``encoder_outputs`` are zeros instead
+      of the original's values, which no head of the original reads. On
+      batches padded to their longest row the saving is the padding share
+      (about half the rows of a NER or SWAG batch). At inference a batch
+      without padding takes the default path. In training every batch
+      takes the tokens-only path (~4% slower on a batch without padding;
+      a batch without any token raises ``InvalidArgumentError``). Default
+      False: the original's computation.
 
   Returns:
     dict with ``sequence_output`` float [B, S, H] (last layer; [B, Q, H] at
@@ -107,7 +120,7 @@ class BertEncoder(keras.layers.Layer):
     """
     return [self.embeddings] + self.blocks + [self.pooler]
 
-  def call(self, inputs, training=False, output_positions=None):
+  def call(self, inputs, training=False, output_positions=None, skip_padding=False):
     input_ids = tf.cast(inputs["input_ids"], tf.int32)
     segment_ids = tf.cast(inputs["segment_ids"], tf.int32)
     input_mask = inputs["input_mask"]
@@ -116,14 +129,56 @@ class BertEncoder(keras.layers.Layer):
     input_mask = tf.cast(input_mask, tf.int32)
     outputs = []
     blocks = self.blocks
-    for i, block in enumerate(blocks):
-      last = i == len(blocks) - 1
-      x = block(x, input_mask, training=training,
-                query_positions=output_positions if last else None)
-      outputs.append(x)
+
+    def every_row(x):
+      outputs = []
+      for i, block in enumerate(blocks):
+        last = i == len(blocks) - 1
+        x = block(x, input_mask, training=training,
+                  query_positions=output_positions if last else None)
+        outputs.append(x)
+      return x, outputs
+
+    if skip_padding and training is True:
+      x, outputs = self._call_tokens_only(x, input_mask, training, output_positions)
+    elif skip_padding:
+      # At inference a batch without padding (every batch of one) takes the
+      # plain path, where the gathers would only add copies; so does one
+      # without tokens. (Not in training: TF cannot differentiate the custom
+      # GELU gradient inside a cond.)
+      tokens = tf.math.count_nonzero(input_mask, dtype=tf.int32)
+      plain = tf.logical_or(tf.equal(tokens, tf.size(input_mask)), tf.equal(tokens, 0))
+      x, outputs = tf.cond(
+          plain, lambda: every_row(x),
+          lambda: self._call_tokens_only(x, input_mask, training, output_positions))
+    else:
+      x, outputs = every_row(x)
     pooled = self.pooler(x[:, 0, :])
     return {"sequence_output": x, "pooled_output": pooled,
             "encoder_outputs": outputs, "embedding_output": embedding_output}
+
+  def _call_tokens_only(self, x, input_mask, training, output_positions):
+    """The blocks on the token rows only (``skip_padding``): [B, S, H] in,
+    (last output, every block's output) out, padding rows zeros."""
+    token_rows = bert_layers.TokenRows.from_mask(input_mask)
+    shape = tf.shape(x)
+    rows = token_rows.to_rows(tf.reshape(x, [-1, shape[2]]))  # [N, H]
+
+    def padded(r):
+      return tf.reshape(token_rows.to_zero_padded(r), shape)
+
+    blocks = self.blocks
+    if output_positions is not None:  # the last block needs the [B, S] layout
+      blocks = blocks[:-1]
+    outputs = []
+    for block in blocks:
+      rows = block(rows, input_mask, training=training, token_rows=token_rows)
+      outputs.append(padded(rows))
+    if output_positions is not None:
+      outputs.append(self.blocks[-1](outputs[-1] if outputs else x, input_mask,
+                                     training=training,
+                                     query_positions=output_positions))
+    return outputs[-1], outputs
 
   @property
   def blocks(self):

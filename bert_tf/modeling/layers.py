@@ -10,7 +10,7 @@ length (tokens), ``H`` = ``hidden_size``, ``A`` = ``num_attention_heads``.
 
 import contextlib
 import math
-from typing import Iterator, List, Optional
+from typing import Iterator, List, NamedTuple, Optional
 
 import keras
 import tensorflow as tf
@@ -232,11 +232,22 @@ class TransformerBlock(keras.layers.Layer):
       the same rows of the full output; pretraining uses it in the last
       block, where only the masked positions and [CLS] are read.
 
+    token_rows: optional :class:`TokenRows` of ``input_mask``; then ``x``
+      is float [N, H], the N tokens' rows only (no padding rows), and so is
+      the output. Every step but attention is row-wise and runs on the N
+      rows; query/key/value go to the [B, S] layout for attention (padding
+      positions hold a copy of a token's, hidden by the mask bias) and the
+      context comes back to the N rows. The rows equal the same rows of the
+      padded computation (up to float summation order). Not with
+      ``query_positions``.
+
   Returns:
-    float [B, S, H], or [B, Q, H] with ``query_positions``.
+    float [B, S, H], or [B, Q, H] with ``query_positions``, or [N, H] with
+    ``token_rows``.
 
   Raises:
     ConfigError: ``config`` is neither a ``BertConfig`` nor a valid dict.
+    ValueError: both ``query_positions`` and ``token_rows``.
 
   Example:
     >>> block = TransformerBlock(config_lib.preset("tiny"), name="layer_0")
@@ -280,7 +291,11 @@ class TransformerBlock(keras.layers.Layer):
     """Keras config: the base keys plus ``config`` (the BertConfig dict)."""
     return dict(super().get_config(), config=self.config.to_dict())
 
-  def call(self, x, input_mask, training=False, query_positions=None):
+  def call(self, x, input_mask, training=False, query_positions=None,
+           token_rows=None):
+    if query_positions is not None and token_rows is not None:
+      raise ValueError("TransformerBlock: query_positions and token_rows "
+                       "cannot be used together")
     # B and S from input_mask ([B, S], the same tensor in every block), not
     # from x: Grappler then merges every block's shape arithmetic (Shape,
     # StridedSlice, Pack for the reshapes) into one copy.
@@ -297,6 +312,8 @@ class TransformerBlock(keras.layers.Layer):
         qkv = _dense(rows, [self.query, self.key, self.value])
       else:  # the same product, kernels concatenated once (FusedQKV)
         qkv = _affine(rows, *fused)
+      if token_rows is not None:  # N token rows -> [B*S]
+        qkv = token_rows.to_padded(qkv)
       qkv = tf.reshape(qkv, [batch, seq_len, 3, self.num_heads, self.head_size])
       # unstack, not qkv[i]: the gradient of three strided slices is three
       # zero-padded [3, B, A, S, D] tensors summed (measured: 20% of a MiniLM
@@ -322,6 +339,8 @@ class TransformerBlock(keras.layers.Layer):
     probs = self.attention_dropout(probs, training=training)
     context = tf.matmul(probs, v)  # [B, A, S, D]
     context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, h])
+    if token_rows is not None:
+      context = token_rows.to_rows(context)  # [N, H]
     attn = self.hidden_dropout(_dense(context, [self.attention_output], training),
                                training=training)
     attn = tf.cast(self.attention_layer_norm(attn + rows), x.dtype)
@@ -332,7 +351,74 @@ class TransformerBlock(keras.layers.Layer):
       inner = self.intermediate.activation(inner)
     out = self.hidden_dropout(_dense(inner, [self.output_dense], training), training=training)
     out = tf.cast(self.output_layer_norm(out + attn), x.dtype)
+    if token_rows is not None:
+      return out
     return tf.reshape(out, [batch, out_len, h])
+
+
+class TokenRows(NamedTuple):
+  """Where the tokens (``input_mask`` 1) of a [B, S] batch sit among its rows.
+
+  Moves per-row tensors between the padded layout ([B*S, C], row ``b * S +
+  s``) and the tokens-only layout ([N, C], the N tokens in row-major order).
+  Built by :meth:`from_mask`; used by ``BertEncoder(skip_padding=True)``.
+
+  Attributes:
+    token_index: int32 [N], the padded row of each token.
+    padded_index: int32 [B*S], each padded row's token (padding -> token 0).
+    row_index: int32 [B*S], each padded row's token (padding -> N).
+
+  Example:
+    >>> rows = TokenRows.from_mask(tf.constant([[1, 1, 0], [1, 0, 0]]))
+    >>> rows.token_index.numpy()
+    array([0, 1, 3], dtype=int32)
+  """
+  token_index: tf.Tensor
+  padded_index: tf.Tensor
+  row_index: tf.Tensor
+
+  @classmethod
+  def from_mask(cls, input_mask: tf.Tensor) -> "TokenRows":
+    """From int ``input_mask`` [B, S] (nonzero = token; at least one token)."""
+    is_token = tf.reshape(input_mask, [-1]) != 0
+    token_index = tf.cast(tf.reshape(tf.where(is_token), [-1]), tf.int32)
+    rank = tf.cumsum(tf.cast(is_token, tf.int32)) - 1
+    n = tf.size(token_index)
+    return cls(token_index, tf.where(is_token, rank, 0), tf.where(is_token, rank, n))
+
+  def to_padded(self, rows: tf.Tensor) -> tf.Tensor:
+    """float [N, C] -> [B*S, C]; padding rows copy token 0 (finite values
+    that only masked-out attention reads). The gradient takes the token
+    rows only: exact where padding rows reach the loss only through
+    masked-out attention keys (probability exactly 0) or discarded queries."""
+    token_index, padded_index = self.token_index, self.padded_index
+
+    @tf.custom_gradient
+    def move(rows):
+      return tf.gather(rows, padded_index), lambda dy: tf.gather(dy, token_index)
+    return move(rows)
+
+  def to_rows(self, padded: tf.Tensor) -> tf.Tensor:
+    """float [B*S, C] -> [N, C], the tokens' rows."""
+    token_index, row_index = self.token_index, self.row_index
+
+    @tf.custom_gradient
+    def move(padded):
+      return tf.gather(padded, token_index), lambda dy: self._zero_padded(dy, row_index)
+    return move(padded)
+
+  def to_zero_padded(self, rows: tf.Tensor) -> tf.Tensor:
+    """float [N, C] -> [B*S, C] with zeros at padding rows."""
+    token_index, row_index = self.token_index, self.row_index
+
+    @tf.custom_gradient
+    def move(rows):
+      return self._zero_padded(rows, row_index), lambda dy: tf.gather(dy, token_index)
+    return move(rows)
+
+  @staticmethod
+  def _zero_padded(rows, row_index):
+    return tf.gather(tf.concat([rows, tf.zeros_like(rows[:1])], 0), row_index)
 
 
 # id(TransformerBlock) -> (kernel [H, 3H], bias [3H]) while a FusedQKV is

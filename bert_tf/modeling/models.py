@@ -254,9 +254,16 @@ class BertClassifier(keras.Model):
   Args:
     config: a :class:`bert_tf.config.BertConfig` or its dict.
     num_labels: number of classes (1: regression).
+    skip_padding: True (default): the encoder's row-wise steps skip the
+      padding positions (``BertEncoder(..., skip_padding=True)``); the
+      logits equal the padded computation's up to float summation order,
+      and a batch padded to its longest row takes about the token share of
+      the time. False: the original's computation on every position.
 
   Call args:
     inputs: dict with ``input_ids``, ``input_mask``, ``segment_ids`` [B, S].
+    training: enables dropout.
+    skip_padding: optional bool overriding the constructor's for this call.
 
   Returns:
     float32 logits [B, num_labels].
@@ -275,20 +282,22 @@ class BertClassifier(keras.Model):
   """
 
   def __init__(self, config: "config_lib.BertConfig | dict", num_labels: int,
-               **kwargs):
+               skip_padding: bool = True, **kwargs):
     super().__init__(**kwargs)
     config = config_lib.as_bert_config(config)
     self.config = config
     self.num_labels = num_labels
+    self.skip_padding = bool(skip_padding)
     self.encoder = encoder_lib.BertEncoder(config, name="bert")
     self.dropout = bert_layers.Dropout(config.hidden_dropout_prob, name="dropout")
     self.classifier = DenseHead(config, num_labels, name="classifier")
     self.built = True  # every weight exists: .keras loading needs no build
 
   def get_config(self) -> dict:
-    """Keras config: ``name``, ``trainable``, ``dtype``, ``config``, ``num_labels``."""
+    """Keras config: ``name``, ``trainable``, ``dtype``, ``config``,
+    ``num_labels``, ``skip_padding``."""
     return dict(_model_base_config(self), config=self.config.to_dict(),
-                num_labels=self.num_labels)
+                num_labels=self.num_labels, skip_padding=self.skip_padding)
 
   @classmethod
   def from_config(cls, config: dict) -> "BertClassifier":
@@ -331,8 +340,10 @@ class BertClassifier(keras.Model):
     return presets.load(preset, "classifier",
                         lambda c: cls(c, num_labels, **kwargs), config)
 
-  def call(self, inputs, training=False):
-    pooled = self.encoder(inputs, training=training)["pooled_output"]
+  def call(self, inputs, training=False, skip_padding=None):
+    skip = self.skip_padding if skip_padding is None else skip_padding
+    pooled = self.encoder(inputs, training=training,
+                          skip_padding=skip)["pooled_output"]
     return self.classifier(self.dropout(pooled, training=training))
 
 
@@ -357,6 +368,7 @@ class BertQuestionAnswerer(keras.Model):
     inputs: dict with int32 (or int64) ``input_ids``, ``input_mask``,
       ``segment_ids``, each [B, S].
     training: enables dropout.
+    skip_padding: optional bool overriding the constructor's for this call.
 
   Returns:
     dict with ``start_logits`` and ``end_logits``, float32 [B, S] (float32
@@ -523,17 +535,18 @@ def build_pretrainer(config, nsp: bool = True) -> "BertPretrainer":
   return model
 
 
-def build_classifier(config, num_labels: int) -> "BertClassifier":
+def build_classifier(config, num_labels: int, skip_padding: bool = True) -> "BertClassifier":
   """A :class:`BertClassifier` with its weights created (num_labels 1: regression).
 
   Args:
     config: :class:`bert_tf.config.BertConfig`.
     num_labels: number of classes (``output_weights`` [num_labels, H]).
+    skip_padding: see :class:`BertClassifier`.
 
   Returns:
     the built model.
   """
-  model = BertClassifier(config, num_labels)
+  model = BertClassifier(config, num_labels, skip_padding=skip_padding)
   model(model.encoder.dummy_inputs())
   return model
 

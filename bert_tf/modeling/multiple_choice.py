@@ -47,11 +47,17 @@ class BertMultipleChoice(keras.Model):
 
   Args:
     config: a :class:`bert_tf.config.BertConfig` or its dict.
+    skip_padding: True (default): the encoder's row-wise steps skip the
+      padding positions (``BertEncoder(..., skip_padding=True)``); the
+      logits equal the padded computation's up to float summation order,
+      and a batch padded to its longest row takes about the token share of
+      the time. False: the original's computation on every position.
 
   Call args:
     inputs: dict with int32 (or int64) ``input_ids``, ``input_mask``,
       ``segment_ids``, each [B, N, S].
     training: enables dropout.
+    skip_padding: optional bool overriding the constructor's for this call.
 
   Returns:
     float32 logits [B, N] (float32 under a mixed dtype policy too); the
@@ -68,8 +74,10 @@ class BertMultipleChoice(keras.Model):
     >>> model = BertMultipleChoice.from_preset("hf_swag_dir/")  # doctest: +SKIP
   """
 
-  def __init__(self, config: "config_lib.BertConfig | dict", **kwargs):
+  def __init__(self, config: "config_lib.BertConfig | dict",
+               skip_padding: bool = True, **kwargs):
     super().__init__(**kwargs)
+    self.skip_padding = bool(skip_padding)
     config = config_lib.as_bert_config(config)
     self.config = config
     self.encoder = encoder_lib.BertEncoder(config, name="bert")
@@ -79,7 +87,8 @@ class BertMultipleChoice(keras.Model):
 
   def get_config(self) -> dict:
     """Keras config: ``name``, ``trainable``, ``dtype``, ``config``."""
-    return dict(models._model_base_config(self), config=self.config.to_dict())  # pylint: disable=protected-access
+    return dict(models._model_base_config(self), config=self.config.to_dict(),  # pylint: disable=protected-access
+                skip_padding=self.skip_padding)
 
   @classmethod
   def from_config(cls, config: dict) -> "BertMultipleChoice":
@@ -122,12 +131,14 @@ class BertMultipleChoice(keras.Model):
       return model
     return presets.load(preset, "multiple_choice", lambda c: cls(c, **kwargs), config)
 
-  def call(self, inputs, training=False):
+  def call(self, inputs, training=False, skip_padding=None):
     ids = inputs["input_ids"]
     shape = tf.shape(ids)
     batch, choices, length = shape[0], shape[1], shape[2]
     flat = {k: tf.reshape(inputs[k], [batch * choices, length]) for k in FEATURE_NAMES}
-    pooled = self.encoder(flat, training=training)["pooled_output"]  # [B*N, H]
+    skip = self.skip_padding if skip_padding is None else skip_padding
+    pooled = self.encoder(flat, training=training,
+                          skip_padding=skip)["pooled_output"]  # [B*N, H]
     scores = self.classifier(self.dropout(pooled, training=training))  # [B*N, 1]
     return tf.reshape(scores, [batch, choices])
 
@@ -146,16 +157,17 @@ def choice_loss(logits, labels):
       logits=tf.cast(logits, tf.float32))
 
 
-def build_multiple_choice(config) -> BertMultipleChoice:
+def build_multiple_choice(config, skip_padding: bool = True) -> BertMultipleChoice:
   """A :class:`BertMultipleChoice` with its weights created.
 
   Args:
     config: :class:`bert_tf.config.BertConfig`.
+    skip_padding: see :class:`BertMultipleChoice`.
 
   Returns:
     the model (head ``output_weights`` [1, H], ``output_bias`` [1]).
   """
-  return BertMultipleChoice(config)
+  return BertMultipleChoice(config, skip_padding=skip_padding)
 
 
 def load_hf_multiple_choice_head(model: BertMultipleChoice, model_dir: str) -> bool:

@@ -75,11 +75,18 @@ class BertTokenClassifier(keras.Model):
   Args:
     config: a :class:`bert_tf.config.BertConfig` or its dict.
     num_labels: L, the number of tags.
+    skip_padding: True (default): the encoder's row-wise steps skip the
+      padding positions (``BertEncoder(..., skip_padding=True)``); the
+      logits at the tokens equal the padded computation's up to float
+      summation order (at padding positions they are the head's bias), and
+      a batch padded to its longest row takes about the token share of the
+      time. False: the original's computation on every position.
 
   Call args:
     inputs: dict with int32 (or int64) ``input_ids``, ``input_mask``,
       ``segment_ids``, each [B, S].
     training: enables dropout.
+    skip_padding: optional bool overriding the constructor's for this call.
 
   Returns:
     float32 logits [B, S, L] (float32 under a mixed dtype policy too).
@@ -96,8 +103,9 @@ class BertTokenClassifier(keras.Model):
   """
 
   def __init__(self, config: "config_lib.BertConfig | dict", num_labels: int,
-               **kwargs):
+               skip_padding: bool = True, **kwargs):
     super().__init__(**kwargs)
+    self.skip_padding = bool(skip_padding)
     if int(num_labels) < 1:
       raise ValueError("num_labels must be at least 1, got %r" % (num_labels,))
     config = config_lib.as_bert_config(config)
@@ -109,9 +117,10 @@ class BertTokenClassifier(keras.Model):
     self.built = True  # every weight exists: .keras loading needs no build
 
   def get_config(self) -> dict:
-    """Keras config: ``name``, ``trainable``, ``dtype``, ``config``, ``num_labels``."""
+    """Keras config: ``name``, ``trainable``, ``dtype``, ``config``,
+    ``num_labels``, ``skip_padding``."""
     return dict(models._model_base_config(self), config=self.config.to_dict(),  # pylint: disable=protected-access
-                num_labels=self.num_labels)
+                num_labels=self.num_labels, skip_padding=self.skip_padding)
 
   @classmethod
   def from_config(cls, config: dict) -> "BertTokenClassifier":
@@ -158,9 +167,10 @@ class BertTokenClassifier(keras.Model):
                        % preset)
     return presets.load(preset, "tagging", lambda c: cls(c, num_labels, **kwargs), config)
 
-  def call(self, inputs, training=False):
-    seq = self.encoder({k: inputs[k] for k in FEATURE_NAMES},
-                       training=training)["sequence_output"]      # [B, S, H]
+  def call(self, inputs, training=False, skip_padding=None):
+    skip = self.skip_padding if skip_padding is None else skip_padding
+    seq = self.encoder({k: inputs[k] for k in FEATURE_NAMES}, training=training,
+                       skip_padding=skip)["sequence_output"]  # [B, S, H]
     shape = tf.shape(seq)
     flat = tf.reshape(self.dropout(seq, training=training), [-1, shape[2]])
     logits = self.classifier(flat)                                 # [B*S, L]

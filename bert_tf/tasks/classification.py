@@ -41,7 +41,7 @@ BUCKETS = (16, 24, 32, 48, 64, 96)
 
 
 @dataclasses.dataclass(kw_only=True)
-class ClassifierParams(fine_tuning.FineTuningParams):
+class ClassifierParams(fine_tuning.FineTuningParams, fine_tuning.SkipPaddingParams):
   """Flags of the original ``run_classifier.py`` (same names and defaults),
   plus the added ones; ``tools/run_classifier.py`` defines its flags from
   these fields (the shared ones:
@@ -244,7 +244,8 @@ class ClassificationTask(fine_tuning.FineTuningTask):
     self._plan_steps(len(self.train) if do_train else 0)
 
   def build_model(self):
-    return models.build_classifier(self.config, self.data_task.num_outputs)
+    return models.build_classifier(self.config, self.data_task.num_outputs,
+                                   skip_padding=self.params.skip_padding)
 
   def load_weights(self, model, path):
     return checkpoints.load_encoder_weights(model.encoder, path)

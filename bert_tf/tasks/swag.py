@@ -44,7 +44,7 @@ PREDICTIONS_FILE = "predictions.csv"
 
 
 @dataclasses.dataclass(kw_only=True)
-class SwagParams(fine_tuning.SplitFilesParams):
+class SwagParams(fine_tuning.SplitFilesParams, fine_tuning.SkipPaddingParams):
   """Flags of ``tools/run_swag.py``, named as the original
   ``run_classifier.py``'s. Defaults: the project's CPU recipe (max_seq_length 128,
   batch 16, learning rate 5e-5, 3 epochs, warm-up 0.1); the paper (section
@@ -217,7 +217,8 @@ class MultipleChoiceTask(fine_tuning.FineTuningTask):
     return examples
 
   def build_model(self):
-    return multiple_choice.build_multiple_choice(self.config)
+    return multiple_choice.build_multiple_choice(
+        self.config, skip_padding=self.params.skip_padding)
 
   def load_weights(self, model, path):
     return multiple_choice.load_multiple_choice_weights(model, path)

@@ -46,7 +46,7 @@ PREDICTIONS_FILE = "test_predictions.txt"
 
 
 @dataclasses.dataclass(kw_only=True)
-class NerParams(fine_tuning.SplitFilesParams):
+class NerParams(fine_tuning.SplitFilesParams, fine_tuning.SkipPaddingParams):
   """Flags of ``tools/run_ner.py``, named as the original ``run_classifier.py``
   / ``run_squad.py``'s. Defaults: the issue's recipe (max_seq_length 128,
   batch 32, learning rate 5e-5, 20 epochs on WNUT-16, warm-up 0.1). The
@@ -196,7 +196,8 @@ class TokenTaggingTask(fine_tuning.FineTuningTask):
     return Encoded(self.tagging_preprocessor, sentences, ids)
 
   def build_model(self):
-    return tagging.BertTokenClassifier(self.config, len(self.labels))
+    return tagging.BertTokenClassifier(self.config, len(self.labels),
+                                       skip_padding=self.params.skip_padding)
 
   def load_weights(self, model, path):
     return tagging.load_tagging_weights(model, path)

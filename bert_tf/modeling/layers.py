@@ -391,34 +391,30 @@ class TokenRows(NamedTuple):
     that only masked-out attention reads). The gradient takes the token
     rows only: exact where padding rows reach the loss only through
     masked-out attention keys (probability exactly 0) or discarded queries."""
-    token_index, padded_index = self.token_index, self.padded_index
-
-    @tf.custom_gradient
-    def move(rows):
-      return tf.gather(rows, padded_index), lambda dy: tf.gather(dy, token_index)
-    return move(rows)
+    return _moved(rows, lambda r: tf.gather(r, self.padded_index), self._token_rows)
 
   def to_rows(self, padded: tf.Tensor) -> tf.Tensor:
     """float [B*S, C] -> [N, C], the tokens' rows."""
-    token_index, row_index = self.token_index, self.row_index
-
-    @tf.custom_gradient
-    def move(padded):
-      return tf.gather(padded, token_index), lambda dy: self._zero_padded(dy, row_index)
-    return move(padded)
+    return _moved(padded, self._token_rows, self._zero_padded)
 
   def to_zero_padded(self, rows: tf.Tensor) -> tf.Tensor:
     """float [N, C] -> [B*S, C] with zeros at padding rows."""
-    token_index, row_index = self.token_index, self.row_index
+    return _moved(rows, self._zero_padded, self._token_rows)
 
-    @tf.custom_gradient
-    def move(rows):
-      return self._zero_padded(rows, row_index), lambda dy: tf.gather(dy, token_index)
-    return move(rows)
+  def _token_rows(self, padded):
+    return tf.gather(padded, self.token_index)
 
-  @staticmethod
-  def _zero_padded(rows, row_index):
-    return tf.gather(tf.concat([rows, tf.zeros_like(rows[:1])], 0), row_index)
+  def _zero_padded(self, rows):
+    return tf.gather(tf.concat([rows, tf.zeros_like(rows[:1])], 0), self.row_index)
+
+
+def _moved(x, forward, backward):
+  """``forward(x)`` whose gradient is ``backward(dy)`` (a layout move)."""
+
+  @tf.custom_gradient
+  def move(x):
+    return forward(x), backward
+  return move(x)
 
 
 # id(TransformerBlock) -> (kernel [H, 3H], bias [3H]) while a FusedQKV is

@@ -127,7 +127,6 @@ class BertEncoder(keras.layers.Layer):
     x = self.embeddings(input_ids, segment_ids, training=training)
     embedding_output = x
     input_mask = tf.cast(input_mask, tf.int32)
-    outputs = []
     blocks = self.blocks
 
     def every_row(x):

@@ -1,8 +1,9 @@
 """Serving latency: our SavedModels vs HF torch, ONNX Runtime and fused ORT.
 
-Run on otherwise idle cores (one process; the peers alternate call by call):
+Run on otherwise idle cores (one process; the peers alternate call by call,
+or with ``--order=blocks`` block by block):
 
-  .venv/bin/python bench/bench_serving_peers.py
+  .venv/bin/python bench/bench_serving_peers.py [--order=blocks]
 
 (smoke test: add ``--num_latency=5 --num_batches=1 --passes=1``; its figures
 are not timings). Needs ``pip install --no-deps -r bench/requirements.txt``
@@ -78,6 +79,13 @@ check, and the warm-up of every shape), then ``--passes`` timed passes;
 within a pass every input goes to every peer in turn, the order of peers
 rotated by one at each input, so that load from other processes and the
 idle spinning of one runtime's threads after its call hit all peers alike.
+``--order=blocks`` instead times each peer's calls back to back (all inputs
+of the case, peers rotated at each pass), as a server holding one model
+runs: call by call, every peer's ~42 MB of weights are pushed out of the
+cache by the next peer's and torch's OpenMP workers spin into the next
+peer's call, which costs the fastest runtime most (2026-11-28, AMD Zen 5,
+ONNX Runtime at batch 1 short: 7.3 ms call by call, 3.05 ms block by block;
+``bench/results/serving/2026-11-28_peers_d.txt`` and ``_peers_e_blocks.txt``).
 Reported per peer and case: median and p90 latency per call (ms),
 throughput = sequences / summed call time (seq/s), and median / ONNX
 Runtime's median.
@@ -152,6 +160,11 @@ flags.DEFINE_list("peers", None,
                   "only where the CPU has bf16 units.")
 flags.DEFINE_float("gap_ms", 0.0, "Idle time before each timed call (lets the "
                    "previous runtime's spinning threads fall asleep).")
+flags.DEFINE_enum("order", "calls", ["calls", "blocks"],
+                  "calls: the peers alternate call by call (order rotated at each "
+                  "input); blocks: each peer makes all of a case's calls back to back "
+                  "(as a server holding one model does; order of peers rotated at "
+                  "each pass).")
 
 CLS_TOL = 1e-4
 # Our classifier exports: model key -> export_classifier keyword arguments.
@@ -629,26 +642,37 @@ def _bench(work, load0, tf, tensorflow_text, torch):
     ntok[ci] = (float(np.mean(lens)), max(lens))
   build_s = time.perf_counter() - t_build
 
-  # Timing: passes x inputs, peers round robin, order rotated each input.
+  # Timing: passes x inputs; --order=calls: peers round robin, order rotated
+  # each input; --order=blocks: each peer all inputs back to back, the order
+  # of peers rotated each pass.
   times = {(ci, p): [] for ci, c in enumerate(cases) for p in case_peers(c[3])}
+
+  def timed(ci, call, p, k, x):
+    if FLAGS.gap_ms > 0:
+      time.sleep(FLAGS.gap_ms / 1e3)
+    if p in capi_peer:
+      times[(ci, p)].append(capi.run(capi_case[(ci, capi_peer[p])], k))
+    else:
+      t0 = time.perf_counter()
+      call(p, ci, x)
+      times[(ci, p)].append(time.perf_counter() - t0)
+
   for ci, (name, batch, inputs, kind) in enumerate(cases):
     call = cls_call if kind == "cls" else qa_call
     these = case_peers(kind)
     gc.collect()
     j = 0
-    for _ in range(FLAGS.passes):
+    for i in range(FLAGS.passes):
+      if FLAGS.order == "blocks":
+        for p in these[i % len(these):] + these[:i % len(these)]:
+          for k, x in enumerate(inputs):
+            timed(ci, call, p, k, x)
+        continue
       for k, x in enumerate(inputs):
         order = these[j % len(these):] + these[:j % len(these)]
         j += 1
         for p in order:
-          if FLAGS.gap_ms > 0:
-            time.sleep(FLAGS.gap_ms / 1e3)
-          if p in capi_peer:
-            times[(ci, p)].append(capi.run(capi_case[(ci, capi_peer[p])], k))
-          else:
-            t0 = time.perf_counter()
-            call(p, ci, x)
-            times[(ci, p)].append(time.perf_counter() - t0)
+          timed(ci, call, p, k, x)
   if capi is not None:
     capi.close()
 
@@ -657,12 +681,13 @@ def _bench(work, load0, tf, tensorflow_text, torch):
   print("bench_serving_peers: all-MiniLM-L6-v2 (L=%d H=%d A=%d), random heads (seed 0) "
         "copied into the HF models; TF %s, tensorflow-text %s, torch %s, transformers %s, "
         "onnxruntime %s; %d intra-op threads in every runtime (inter-op: defaults); "
-        "idle gap before each call %g ms; "
+        "peers alternate by %s; idle gap before each call %g ms; "
         "load average %.1f at the start, %.1f at the end; setup + agreement pass %.0f s"
         % (m["config"].num_hidden_layers, m["config"].hidden_size,
            m["config"].num_attention_heads, tf.__version__, tensorflow_text.__version__,
            torch.__version__, transformers.__version__, ort.__version__, FLAGS.threads,
-           FLAGS.gap_ms, load0, os.getloadavg()[0], build_s))
+           "call" if FLAGS.order == "calls" else "block of calls", FLAGS.gap_ms, load0,
+           os.getloadavg()[0], build_s))
   print("ORT fused operators: classifier %s; SQuAD %s" % (m["fusions"]["cls"],
                                                            m["fusions"]["qa"]))
   print("counts: %d inputs per batch-1 case, %d batches of %d, %d timed pass(es); "

@@ -646,33 +646,26 @@ def _bench(work, load0, tf, tensorflow_text, torch):
   # each input; --order=blocks: each peer all inputs back to back, the order
   # of peers rotated each pass.
   times = {(ci, p): [] for ci, c in enumerate(cases) for p in case_peers(c[3])}
-
-  def timed(ci, call, p, k, x):
-    if FLAGS.gap_ms > 0:
-      time.sleep(FLAGS.gap_ms / 1e3)
-    if p in capi_peer:
-      times[(ci, p)].append(capi.run(capi_case[(ci, capi_peer[p])], k))
-    else:
-      t0 = time.perf_counter()
-      call(p, ci, x)
-      times[(ci, p)].append(time.perf_counter() - t0)
-
   for ci, (name, batch, inputs, kind) in enumerate(cases):
     call = cls_call if kind == "cls" else qa_call
     these = case_peers(kind)
+    rotated = lambda r: these[r % len(these):] + these[:r % len(these)]
     gc.collect()
-    j = 0
     for i in range(FLAGS.passes):
       if FLAGS.order == "blocks":
-        for p in these[i % len(these):] + these[:i % len(these)]:
-          for k, x in enumerate(inputs):
-            timed(ci, call, p, k, x)
-        continue
-      for k, x in enumerate(inputs):
-        order = these[j % len(these):] + these[:j % len(these)]
-        j += 1
-        for p in order:
-          timed(ci, call, p, k, x)
+        schedule = [(p, k, x) for p in rotated(i) for k, x in enumerate(inputs)]
+      else:
+        schedule = [(p, k, x) for k, x in enumerate(inputs)
+                    for p in rotated(i * len(inputs) + k)]
+      for p, k, x in schedule:
+        if FLAGS.gap_ms > 0:
+          time.sleep(FLAGS.gap_ms / 1e3)
+        if p in capi_peer:
+          times[(ci, p)].append(capi.run(capi_case[(ci, capi_peer[p])], k))
+        else:
+          t0 = time.perf_counter()
+          call(p, ci, x)
+          times[(ci, p)].append(time.perf_counter() - t0)
   if capi is not None:
     capi.close()
 

@@ -101,7 +101,7 @@ def ort_runner(ws, threads, work):
   import numpy as np  # pylint: disable=g-import-not-at-top
   import onnx  # pylint: disable=g-import-not-at-top
   from onnx import helper, numpy_helper, TensorProto  # pylint: disable=g-import-not-at-top
-  import onnxruntime as ort  # pylint: disable=g-import-not-at-top
+  from bench_serving_peers import ort_session  # pylint: disable=g-import-not-at-top
   inits = [numpy_helper.from_array(w, "w%d" % i) for i, w in enumerate(ws)]
   inits += [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in (
       ("starts", [0]), ("ends", [HIDDEN]), ("axes", [1]))]
@@ -120,11 +120,7 @@ def ort_runner(ws, threads, work):
   model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
   path = os.path.join(work, "chain.onnx")
   onnx.save(model, path)
-  so = ort.SessionOptions()
-  so.intra_op_num_threads = threads
-  so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-  so.log_severity_level = 3
-  sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+  sess = ort_session(path, threads)
   return {"ORT MLAS": lambda x: sess.run(None, {"x": x})[0]}
 
 

@@ -1,26 +1,26 @@
-"""The CPU line every benchmark table prints (the house rule: model + flags).
+"""The CPU line every benchmark table prints (the house rule: model + flags),
+and the record of each run under ``bench/results/`` (:func:`record`).
 
-Benchmarks import it as ``from _cpuinfo import cpu_info`` (a script's own
+Benchmarks import it as ``from _cpuinfo import record`` (a script's own
 folder is first on ``sys.path``).
 
 The flags come from ``bert_tf.precision.cpu_flags`` (the one reader of
-``/proc/cpuinfo`` flags; ``--dtype=auto`` decides with it). That module is
-standard library only, but it is loaded here from its file
-(``../bert_tf/precision.py``), not as ``bert_tf.precision``: importing the
-package would run ``bert_tf/__init__.py`` (it sets ``KERAS_BACKEND`` and
-installs import hooks), and the Hugging Face side of the comparisons
-(``hf_finetune_compare.py``) runs where ``bert_tf`` need not be installed
-and TensorFlow need not exist. A process that has already imported
-``bert_tf.precision`` reuses that module.
+``/proc/cpuinfo`` flags), loaded from its file, not as a package: importing
+``bert_tf`` would set ``KERAS_BACKEND`` and install import hooks in the
+Hugging Face side's processes.
 """
 
+import atexit
 import importlib.util
 import os
+import shlex
 import subprocess
 import sys
+import time
 
-_PRECISION = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                          "bert_tf", "precision.py")
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_PRECISION = os.path.join(_ROOT, "bert_tf", "precision.py")
+RESULTS = os.path.join(_ROOT, "bench", "results")
 
 
 def _precision():
@@ -84,3 +84,62 @@ def cpu_line() -> str:
   model, flags = cpu_info()
   return "CPU: %s, %d cores; flags: %s" % (model, os.cpu_count() or 0,
                                           " ".join(flags) or "(none)")
+
+
+def command_line() -> str:
+  """``"command: <python> <arguments>"``, the line under the CPU line."""
+  return "command: " + " ".join(
+      shlex.quote(a) for a in [os.path.relpath(sys.executable, _ROOT)] + sys.argv)
+
+
+class _Tee:
+  """A text stream that writes to ``stream`` and to the file ``copy``."""
+
+  def __init__(self, stream, copy):
+    self.stream, self.copy = stream, copy
+
+  def write(self, text):
+    self.copy.write(text)
+    return self.stream.write(text)
+
+  def flush(self):
+    self.copy.flush()
+    self.stream.flush()
+
+  def __getattr__(self, name):  # isatty, encoding, fileno, ...
+    return getattr(self.stream, name)
+
+
+def record(name: str | None = None) -> list[str]:
+  """Starts a benchmark's record; returns its first two lines (CPU, command).
+
+  Prints :func:`cpu_line` and :func:`command_line`, and copies everything the
+  process prints on ``sys.stdout`` from then on (progress, the table) to
+  ``bench/results/<name>/<UTC date>_<time>.txt`` (``name``: the script's,
+  without ``.py``, unless given). The file is written as
+  ``<path>.partial`` and renamed when the process exits without an uncaught
+  exception: a killed or failed run never leaves a file that looks whole.
+  Prints the path at the end.
+  """
+  name = name or os.path.splitext(os.path.basename(sys.argv[0]))[0]
+  folder = os.path.join(RESULTS, name)
+  os.makedirs(folder, exist_ok=True)
+  path = os.path.join(folder, time.strftime("%Y-%m-%d_%H%M%S", time.gmtime()) + ".txt")
+  copy = open(path + ".partial", "w", encoding="utf-8")  # pylint: disable=consider-using-with
+  sys.stdout = _Tee(sys.stdout, copy)
+  failed = []
+  hook = sys.excepthook
+  sys.excepthook = lambda *exc: (failed.append(1), hook(*exc))
+
+  def close():
+    sys.stdout.flush()
+    sys.stdout = sys.stdout.stream if isinstance(sys.stdout, _Tee) else sys.stdout
+    copy.close()
+    if not failed:
+      os.replace(path + ".partial", path)
+      sys.__stdout__.write("record: %s\n" % os.path.relpath(path))
+
+  atexit.register(close)
+  lines = [cpu_line(), command_line()]
+  print("\n".join(lines), flush=True)
+  return lines

@@ -1,19 +1,18 @@
 """Per-seed side-by-side runs and tables (bert_tf vs Hugging Face) for the task benches.
 
-``bench_ner.py`` and ``bench_swag.py`` run one recipe per seed on both sides
-and keep every run in a JSON results file (``{"cpu_model", "cpu_flags",
-"command", "args", "hf": {seed: run}, "ours": {seed: run}}``). A 3-seed
-comparison takes hours on 2 cores, so sessions split it (``--which hf
---seeds 2``, ...) and join the files afterwards with ``--merge``; this
-module holds what both benches share: the command line (:func:`parser`),
-the Hugging Face side's set-up and training loop (:func:`hf_start`,
-:func:`hf_train`), our tool's run (:func:`run_ours`), the seed loop
-(:func:`start`, :func:`run_seeds`, :func:`finish`), the table, the join
+``bench_classifier.py``, ``bench_ner.py`` and ``bench_swag.py`` run one
+recipe per seed on both sides and keep every run in a JSON results file
+(``{"cpu_model", "cpu_flags", "command", "args", "hf": {seed: run}, "ours":
+{seed: run}}``). A 3-seed comparison takes hours on 2 cores, so sessions
+split it (``--which hf --seeds 2``, ...) and join the files afterwards with
+``--merge``; this module holds what the benches share: the command line
+(:func:`parser`), the Hugging Face side's set-up and training loop
+(:func:`hf_start`, :func:`hf_train`), our tool's run (:func:`run_ours`),
+the seed loop (:func:`start`, which also starts the printed record under
+``bench/results/``; :func:`run_seeds`, :func:`finish`), the table, the join
 (which refuses files whose recipes differ), and the atomic write of the
-results file.
-
-Benchmarks import it as ``from _sidebyside import ...`` (a script's own
-folder is first on ``sys.path``).
+results file. ``bench_squad.py`` uses its helpers (its tool takes files,
+not a data folder).
 """
 
 import argparse
@@ -28,7 +27,7 @@ import subprocess
 import sys
 import time
 
-from _cpuinfo import cpu_info
+from _cpuinfo import cpu_info, record
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -201,6 +200,34 @@ def hf_train(args, seed: int, model, x: dict, y, start: float) -> tuple:
   return total, train_rate
 
 
+def sliced(args, tmp: str, subset, names: tuple, unit: str) -> tuple:
+  """Writes the train and dev files ``names`` of ``--data_dir`` to
+  ``<tmp>/data`` through ``subset(src, dst, limit)`` (limits
+  ``--max_train_<unit>``, ``--max_dev_<unit>``); returns ``(data dir,
+  subset's train result, its dev result)``."""
+  data = os.path.join(tmp, "data")
+  os.makedirs(data)
+  train, dev = (subset(os.path.join(args.data_dir, n), os.path.join(data, n),
+                       getattr(args, "max_%s_%s" % (split, unit)))
+                for n, split in zip(names, ("train", "dev")))
+  return data, train, dev
+
+
+def hf_accuracy(model, x: dict, y, batch: int, start: float, steps: int,
+                train_rate) -> dict:
+  """Dev accuracy of a trained HF classifier (argmax of ``logits``) on the
+  tensors ``x`` / ``y``, ``batch`` rows a call: the run's ``{"accuracy",
+  "seconds" (since ``start``), "train_rate", "steps"}``."""
+  import torch  # pylint: disable=g-import-not-at-top
+  correct = 0
+  with torch.no_grad():
+    for i in range(0, len(y), batch):
+      logits = model(**{k: v[i:i + batch] for k, v in x.items()}).logits
+      correct += int((logits.argmax(-1) == y[i:i + batch]).sum())
+  return {"accuracy": correct / len(y), "seconds": time.time() - start,
+          "train_rate": train_rate, "steps": steps}
+
+
 def run_ours(args, seed: int, tool: str, data_dir: str, out_dir: str,
              extra=()) -> tuple:
   """``tools/<tool>.py`` with the recipe of ``args`` (train, then evaluate
@@ -241,16 +268,11 @@ def start(args, metric: str, title: str) -> tuple:
   table's first lines and an empty results dict of this run. With
   ``--merge``: prints the joined table of ``metric`` (:func:`print_merged`)
   and exits."""
+  lines = record()
   if args.merge:
     print_merged(args, metric, title)
     sys.exit(0)
-  lines = []
   model, flags = cpu_info()
-  lines.append("CPU: %s, %d cores; flags: %s" % (model, os.cpu_count(),
-                                                 " ".join(flags) or "(none)"))
-  lines.append("command: %s" % " ".join(
-      shlex.quote(a) for a in [os.path.relpath(sys.executable, ROOT)] + sys.argv))
-  print("\n".join(lines), flush=True)
   results = {"cpu_model": model, "cpu_flags": flags, "command": sys.argv,
              "args": vars(args), "hf": {}, "ours": {}}
   return lines, results
@@ -326,7 +348,8 @@ def summary(values: list[float]) -> str:
 
 def table(results: dict, metric: str, title: str) -> list[str]:
   """Markdown rows: one per seed (HF and ours ``metric``, steps / seconds),
-  then mean +- sd per side and, with both sides present, the difference of
+  then mean +- sd per side (also of each ``(metric, title)`` in
+  ``results["also"]``) and, with both sides present, the difference of
   the means in points (the issue's target: within 1); then, where runs
   carry ``train_rate``, the steady training speed per seed with its thread
   count, and their ratio where both runs had the same thread count."""
@@ -344,6 +367,10 @@ def table(results: dict, metric: str, title: str) -> list[str]:
   ours = [r[metric] for r in results["ours"].values()]
   lines.append("| mean +- sd (min..max), %% | %s | %s | | |" % (summary(hf),
                                                              summary(ours)))
+  for also, also_title in results.get("also", []):  # further metrics of the runs
+    lines.append("| %s mean +- sd (min..max), %% | %s | %s | | |" % (also_title, *(
+        summary([r[also] for r in results[side].values() if also in r])
+        for side in ("hf", "ours"))))
   if hf and ours:
     diff = 100 * (statistics.mean(ours) - statistics.mean(hf))
     lines.append("")
@@ -395,7 +422,7 @@ def merge(paths: list[str]) -> dict:
       (every argument but those in ``NOT_RECIPE``) differs from the first
       file's, or when it holds a run (side, seed) that an earlier file holds.
   """
-  merged = {"sources": [], "hf": {}, "ours": {}}
+  merged = {"sources": [], "hf": {}, "ours": {}, "also": []}
   recipe = None
   for path in paths:
     try:
@@ -430,6 +457,7 @@ def merge(paths: list[str]) -> dict:
         if key in this and key not in recipe:
           recipe[key] = this[key]
           merged["args"][key] = this[key]
+    merged["also"] = merged["also"] or res.get("also", [])
     for side in ("hf", "ours"):
       for seed, run in res[side].items():
         if str(seed) in merged[side]:

@@ -40,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 
-from _cpuinfo import cpu_line
+from _cpuinfo import record
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_CORPUS = os.path.join(os.path.dirname(ROOT), "shared", "data", "corpus", "austen.txt")
@@ -130,6 +130,7 @@ def main():
   p.add_argument("--verify", action="store_true",
                  help="compare faithful records with the original's (parsed)")
   args = p.parse_args()
+  record()
   workdir = tempfile.mkdtemp(prefix="bench_cpd_")
   corpus = args.corpus
   with open(corpus, "rb") as f:
@@ -142,7 +143,6 @@ def main():
   double = os.path.join(workdir, "corpus_2x.txt")
   with open(double, "wb") as f:
     f.write(data.rstrip(b"\n") + b"\n\n" + data)
-  print(cpu_line())
   print("corpus %s: %.1f MB, %d lines; dupe_factor %d, seq 128, 20 predictions; "
         "%d CPU cores, load average %.1f at start" %
         (args.corpus, len(data) / 1e6, data.count(b"\n"), args.dupe_factor,

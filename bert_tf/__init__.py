@@ -34,6 +34,7 @@ _API = {
     "preset": "bert_tf.config",
     "FullTokenizer": "bert_tf.tokenization",
     "BertPreprocessor": "bert_tf.preprocessing",
+    "PreprocessorLayer": "bert_tf.preprocessing",
     "BertEmbeddings": "bert_tf.modeling.layers",
     "TransformerBlock": "bert_tf.modeling.layers",
     "BertEncoder": "bert_tf.modeling.encoder",
@@ -54,6 +55,8 @@ _API = {
     "Runner": "bert_tf.runner",
     "RunnerParams": "bert_tf.runner",
     "Task": "bert_tf.tasks.base",
+    "Search": "bert_tf.tuning",
+    "search": "bert_tf.tuning",
 }
 
 __all__ = sorted(_API) + ["__version__"]

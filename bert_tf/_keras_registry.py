@@ -48,6 +48,7 @@ CLASSES: Dict[str, str] = {
     "bert_tf>MaskedLMHead": "bert_tf.modeling.models",
     "bert_tf>BertMultipleChoice": "bert_tf.modeling.multiple_choice",
     "bert_tf>BertTokenClassifier": "bert_tf.modeling.tagging",
+    "bert_tf>PreprocessorLayer": "bert_tf.preprocessing",
 }
 
 _lock = threading.Lock()

@@ -69,6 +69,10 @@ class ParamsError(BertTfError):
   """Inconsistent run parameters (batch sizes, steps, lengths, dtypes)."""
 
 
+class SearchError(BertTfError):
+  """A hyperparameter search that produced no result (every trial failed)."""
+
+
 def first_line(error: BaseException, default: str = "") -> str:
   """The first non-blank line of ``str(error)`` (a library's multi-line
   message kept to one line), else ``default`` (the error's class name when

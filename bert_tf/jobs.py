@@ -81,7 +81,8 @@ def run_classifier(params: classification.ClassifierParams, strategy,
                    do_train: bool = True, do_eval: bool = True,
                    do_predict: bool = False,
                    print_fn: Callable[[str], None] = print,
-                   exporter: Optional[Callable] = None) -> dict:
+                   exporter: Optional[Callable] = None,
+                   task: Optional[classification.ClassificationTask] = None) -> dict:
   """Fine-tunes, evaluates, predicts and exports, as asked.
 
   Files in ``output_dir``: checkpoints (``ckpt-N``), ``bert_config.json``,
@@ -101,6 +102,9 @@ def run_classifier(params: classification.ClassifierParams, strategy,
     exporter: optional ``exporter(model, task) -> path`` called with the
       final (best) model, e.g. a closure over
       :func:`bert_tf.export.saved_model.export_classifier`.
+    task: an already built task to run (its data read once; e.g. one
+      search trial's :meth:`bert_tf.tasks.fine_tuning.FineTuningTask.with_params`
+      copy); default: built from ``params``.
 
   Returns:
     dict: ``eval_*`` results and ``global_step``, ``best_step`` /
@@ -109,8 +113,8 @@ def run_classifier(params: classification.ClassifierParams, strategy,
   Raises:
     bert_tf.errors.BertTfError subclasses naming the bad flag or file.
   """
-  task = classification.ClassificationTask(params, do_train=do_train,
-                                           do_eval=do_eval, do_predict=do_predict)
+  task = task or classification.ClassificationTask(
+      params, do_train=do_train, do_eval=do_eval, do_predict=do_predict)
   if do_train:
     print_fn("fine-tuning %s: %d examples, %d steps (batch %d, %.3g epochs)" % (
         task.name, len(task.train), task.num_train_steps, params.train_batch_size,
@@ -127,7 +131,8 @@ def run_classifier(params: classification.ClassifierParams, strategy,
 
 def run_squad(params: squad.SquadParams, strategy,
               print_fn: Callable[[str], None] = print,
-              exporter: Optional[Callable] = None) -> dict:
+              exporter: Optional[Callable] = None,
+              task: Optional[squad.QuestionAnsweringTask] = None) -> dict:
   """Fine-tunes on SQuAD and/or predicts, as ``params.do_train`` /
   ``params.do_predict`` ask (original ``run_squad.main``).
 
@@ -152,6 +157,8 @@ def run_squad(params: squad.SquadParams, strategy,
       vocab file, ``do_lower_case``, ``max_seq_length``, ``doc_stride``,
       ``max_query_length``, ``n_best_size``, ``max_answer_length``,
       ``version_2_with_negative``, ``null_score_diff_threshold``).
+    task: an already built task (see :func:`run_classifier`); default:
+      built from ``params``.
 
   Returns:
     dict: the metrics (when the predict file has answers), ``global_step``,
@@ -162,8 +169,8 @@ def run_squad(params: squad.SquadParams, strategy,
     bert_tf.errors.BertTfError subclasses naming the bad flag or file,
     before any file is written.
   """
-  task = squad.QuestionAnsweringTask(params, do_train=params.do_train,
-                                     do_predict=params.do_predict)
+  task = task or squad.QuestionAnsweringTask(params, do_train=params.do_train,
+                                             do_predict=params.do_predict)
   if params.do_train:
     print_fn("fine-tuning on %s: %d questions, %d features, %d steps (batch %d, "
              "%.3g epochs)" % (params.train_file, len(task.train_examples),
@@ -191,7 +198,8 @@ def run_squad(params: squad.SquadParams, strategy,
 
 def run_swag(params: swag.SwagParams, strategy,
              print_fn: Callable[[str], None] = print,
-             exporter: Optional[Callable] = None) -> dict:
+             exporter: Optional[Callable] = None,
+             task: Optional[swag.MultipleChoiceTask] = None) -> dict:
   """Fine-tunes a multiple-choice model (SWAG layout, paper section 4.4),
   evaluates and predicts, as ``params.do_train`` / ``do_eval`` /
   ``do_predict`` ask.
@@ -212,6 +220,8 @@ def run_swag(params: swag.SwagParams, strategy,
       final (best) model when ``params.export_dir`` is set, e.g. a closure
       over :func:`bert_tf.export.export_multiple_choice` (``task.preprocessor``,
       ``task.num_choices``).
+    task: an already built task (see :func:`run_classifier`); default:
+      built from ``params``.
 
   Returns:
     dict: ``eval_*`` results and ``global_step``, ``best_step`` /
@@ -221,7 +231,7 @@ def run_swag(params: swag.SwagParams, strategy,
     bert_tf.errors.BertTfError subclasses naming the bad flag, file and
     line, before any file is written.
   """
-  task = swag.MultipleChoiceTask(params)
+  task = task or swag.MultipleChoiceTask(params)
   if params.do_train:
     print_fn("fine-tuning on %s: %d examples of %d choices, %d steps (batch %d, "
              "%.3g epochs)" % (swag.data_path(params, "train_file"), len(task.train),
@@ -232,7 +242,8 @@ def run_swag(params: swag.SwagParams, strategy,
 
 def run_ner(params: tagging.NerParams, strategy,
             print_fn: Callable[[str], None] = print,
-            exporter: Optional[Callable] = None) -> dict:
+            exporter: Optional[Callable] = None,
+            task: Optional[tagging.TokenTaggingTask] = None) -> dict:
   """Fine-tunes a token tagger (NER, paper section 4.3) on CoNLL files,
   evaluates and predicts, as ``params.do_train`` / ``do_eval`` /
   ``do_predict`` ask.
@@ -253,6 +264,8 @@ def run_ner(params: tagging.NerParams, strategy,
     exporter: optional ``exporter(model, task) -> path`` called with the
       final (best) model when ``params.export_dir`` is set, e.g. a closure
       over :func:`bert_tf.export.export_tagger`.
+    task: an already built task (see :func:`run_classifier`); default:
+      built from ``params``.
 
   Returns:
     dict: ``eval_*`` results and ``global_step``, ``best_step`` /
@@ -262,7 +275,7 @@ def run_ner(params: tagging.NerParams, strategy,
     bert_tf.errors.BertTfError subclasses naming the bad flag, file and
     line, before any file is written.
   """
-  task = tagging.TokenTaggingTask(params)
+  task = task or tagging.TokenTaggingTask(params)
   if params.do_train:
     print_fn("fine-tuning on %s: %d sentences, %d windows, %d labels, %d steps "
              "(batch %d, %.3g epochs)" % (

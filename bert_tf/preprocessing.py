@@ -33,12 +33,16 @@ Unicode digit; no released vocab has one).
 """
 
 import os
+from typing import Optional, Sequence
 
+import keras
 import tensorflow as tf
 import tensorflow_text as text
 
 from bert_tf import errors
 from bert_tf import tokenization
+
+VOCAB_ASSET = "vocab.txt"
 
 # The code points that the original's BasicTokenizer spaces out as CJK
 # (``_is_chinese_char``).
@@ -51,7 +55,11 @@ class BertPreprocessor(tf.Module):
   """Tokenizes and packs one or two batches of raw strings.
 
   Args:
-    vocab_file: WordPiece vocab (one token per line).
+    vocab_file: WordPiece vocab (one token per line; the lookup table keys
+      are the whole lines, a trailing ``\\r`` dropped, as TensorFlow's
+      ``TextFileInitializer`` reads them), or the list of those lines (an
+      in-memory vocab: id = list index; what a ``.keras`` file's
+      :class:`PreprocessorLayer` holds).
     do_lower_case: lower-case and strip accents (uncased models).
     max_seq_length: output width S, specials included (>= 3 for pairs).
     preserve_unused_tokens: keep vocab entries ``[unusedN]`` whole, as the
@@ -74,12 +82,33 @@ class BertPreprocessor(tf.Module):
                max_seq_length: int = 128, name: str = "bert_preprocessor",
                preserve_unused_tokens: bool = False):
     super().__init__(name=name)
-    vocab = tokenization.load_vocab(vocab_file)
-    tokenization.check_vocab(vocab, vocab_file)
+    if isinstance(vocab_file, (list, tuple)):
+      self.vocab_file = None
+      lines = [str(t) for t in vocab_file]
+      # One str, not a list: tf.Module would track a list attribute.
+      self._vocab_text = "\n".join(lines)
+      vocab = {}
+      for index, token in enumerate(lines):
+        if token in vocab:
+          raise tokenization.VocabError(
+              "in-memory vocab: duplicate token %r (entries %d and %d)"
+              % (token, vocab[token] + 1, index + 1))
+        vocab[token] = index
+      tokenization.check_vocab(vocab, "<in-memory vocab>")
+      initializer = tf.lookup.KeyValueTensorInitializer(
+          tf.constant(lines, tf.string), tf.range(len(lines), dtype=tf.int64))
+    else:
+      self.vocab_file = os.fspath(vocab_file)
+      self._vocab_text = None
+      vocab = tokenization.load_vocab(vocab_file)
+      tokenization.check_vocab(vocab, vocab_file)
+      initializer = tf.lookup.TextFileInitializer(
+          self.vocab_file, key_dtype=tf.string,
+          key_index=tf.lookup.TextFileIndex.WHOLE_LINE,
+          value_dtype=tf.int64, value_index=tf.lookup.TextFileIndex.LINE_NUMBER)
     if max_seq_length < 3:
       raise errors.ParamsError("max_seq_length must be at least 3, got %d"
                                % max_seq_length, argument="max_seq_length")
-    self.vocab_file = os.fspath(vocab_file)
     self.do_lower_case = bool(do_lower_case)
     self.max_seq_length = int(max_seq_length)
     self.preserve_unused_tokens = bool(preserve_unused_tokens)
@@ -87,12 +116,8 @@ class BertPreprocessor(tf.Module):
     self.cls_id = vocab["[CLS]"]
     self.sep_id = vocab["[SEP]"]
     self.pad_id = vocab.get("[PAD]", 0)
-    table = tf.lookup.StaticVocabularyTable(
-        tf.lookup.TextFileInitializer(
-            self.vocab_file, key_dtype=tf.string,
-            key_index=tf.lookup.TextFileIndex.WHOLE_LINE,
-            value_dtype=tf.int64, value_index=tf.lookup.TextFileIndex.LINE_NUMBER),
-        num_oov_buckets=1)
+    self.unk_id = vocab["[UNK]"]
+    table = tf.lookup.StaticVocabularyTable(initializer, num_oov_buckets=1)
     self._table = table
     # Lower-casing and accent stripping are done in normalize() exactly as
     # the reference does (str.lower, NFD, drop Mn); tensorflow-text's own
@@ -102,6 +127,18 @@ class BertPreprocessor(tf.Module):
         table, token_out_type=tf.int64, unknown_token="[UNK]",
         lower_case=False, max_bytes_per_word=200,
         preserve_unused_token=self.preserve_unused_tokens)
+
+  def vocab_lines(self) -> list:
+    """The lookup table's keys in id order (list of str): the vocab file's
+    lines as TensorFlow reads them (split on ``\\n``, one trailing ``\\r``
+    dropped, a final newline adds no line), or the in-memory list.
+
+    Raises:
+      tokenization.VocabError: the vocab file can no longer be read.
+    """
+    if self._vocab_text is not None:
+      return self._vocab_text.split("\n")
+    return read_vocab_lines(self.vocab_file)
 
   @staticmethod
   def sanitize(strings):
@@ -196,10 +233,25 @@ class BertPreprocessor(tf.Module):
     tokens = self.tokenizer.tokenize(self.normalize(strings))
     return tokens.merge_dims(-2, -1)
 
-  def pack(self, segments):
-    """Truncates and packs a list of 1 or 2 ragged id batches into [B, S] inputs."""
-    trimmer = text.RoundRobinTrimmer(
-        max_seq_length=self.max_seq_length - len(segments) - 1)
+  def pack(self, segments, truncation: str = "round_robin"):
+    """Truncates and packs a list of 1 or 2 ragged id batches into [B, S] inputs.
+
+    Args:
+      segments: list of int RaggedTensors [B, (T)].
+      truncation: ``"round_robin"`` (the original ``_truncate_seq_pair``:
+        longest first, ties trim the second) or ``"waterfall"`` (the first
+        segment keeps what fits, the second the rest: the first window of
+        the original ``run_squad.py``, query then context).
+
+    Returns:
+      dict of int32 [B, max_seq_length]: ``input_ids``, ``input_mask``,
+      ``segment_ids``.
+    """
+    budget = self.max_seq_length - len(segments) - 1
+    if truncation == "waterfall":
+      trimmer = text.WaterfallTrimmer(max_seq_length=budget)
+    else:
+      trimmer = text.RoundRobinTrimmer(max_seq_length=budget)
     trimmed = trimmer.trim(segments)
     ids, segment_ids = text.combine_segments(
         trimmed, start_of_sequence_id=self.cls_id, end_of_segment_id=self.sep_id)
@@ -235,3 +287,128 @@ def trim_to_longest(features):
   for k in ("input_ids", "input_mask", "segment_ids"):
     out[k] = features[k][:, :longest]
   return out
+
+
+def read_vocab_lines(vocab_file) -> list:
+  """A vocab file's lines as the in-graph lookup table keys them.
+
+  TensorFlow's ``TextFileInitializer`` (``WHOLE_LINE`` keys): lines split on
+  ``\\n``, one trailing ``\\r`` dropped, nothing else stripped; a final
+  newline adds no line. Decoded as UTF-8 (invalid bytes replaced).
+
+  Args:
+    vocab_file: path of the vocab file.
+
+  Returns:
+    list of str, index = token id.
+
+  Raises:
+    tokenization.VocabError: the file cannot be read.
+  """
+  try:
+    with open(vocab_file, "rb") as f:
+      data = f.read()
+  except OSError as e:
+    raise tokenization.VocabError("cannot read vocab file %r: %s" % (vocab_file, e)) from e
+  lines = data.split(b"\n")
+  if lines and lines[-1] == b"":
+    lines.pop()
+  return [(l[:-1] if l.endswith(b"\r") else l).decode("utf-8", "replace") for l in lines]
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class PreprocessorLayer(keras.layers.Layer):
+  """A :class:`BertPreprocessor` as a Keras layer: what a task model carries
+  to take raw strings (keras-hub's habit: the preprocessor is part of the
+  model's config, its vocabulary a ``.keras`` asset).
+
+  The config holds ``do_lower_case``, ``max_seq_length`` and
+  ``preserve_unused_tokens``, never a path; the vocabulary is written by
+  :meth:`save_assets` as ``vocab.txt`` inside the ``.keras`` file and read
+  back by :meth:`load_assets` into an in-memory :class:`BertPreprocessor`
+  (same lookup keys and ids as the file's table). The tokenizing and
+  packing are :class:`BertPreprocessor`'s, the object the tasks and the
+  SavedModel exports use.
+
+  Args:
+    vocab: a vocab file path, the list of its lines (:func:`read_vocab_lines`),
+      a :class:`BertPreprocessor` (used as is; its settings win over the
+      arguments), or None (set later by :meth:`load_assets` /
+      :meth:`set_vocabulary`).
+    do_lower_case, max_seq_length, preserve_unused_tokens: as
+      :class:`BertPreprocessor`.
+    **kwargs: Keras layer arguments (``name``).
+
+  Call args:
+    text_a: string [B]; text_b: optional string [B].
+
+  Returns:
+    dict of int32 [B, max_seq_length]: ``input_ids``, ``input_mask``,
+    ``segment_ids`` (:meth:`BertPreprocessor.__call__`).
+
+  Raises:
+    tokenization.VocabError, errors.ParamsError: as :class:`BertPreprocessor`;
+    ValueError: used before it has a vocabulary.
+
+  Example:
+    >>> layer = PreprocessorLayer("vocab.txt", True, 128)  # doctest: +SKIP
+    >>> layer.bert_preprocessor(tf.constant(["hello world"]))["input_ids"].shape  # doctest: +SKIP
+    TensorShape([1, 128])
+  """
+
+  def __init__(self, vocab=None, do_lower_case: bool = True, max_seq_length: int = 128,
+               preserve_unused_tokens: bool = False, **kwargs):
+    kwargs.setdefault("name", "preprocessor")
+    super().__init__(**kwargs)
+    if isinstance(vocab, BertPreprocessor):
+      do_lower_case, max_seq_length = vocab.do_lower_case, vocab.max_seq_length
+      preserve_unused_tokens = vocab.preserve_unused_tokens
+    self.do_lower_case = bool(do_lower_case)
+    self.max_seq_length = int(max_seq_length)
+    self.preserve_unused_tokens = bool(preserve_unused_tokens)
+    self._preprocessor = None
+    if vocab is not None:
+      self.set_vocabulary(vocab)
+    self.built = True
+
+  def set_vocabulary(self, vocab) -> None:
+    """Sets the vocabulary (a path, a list of lines or a :class:`BertPreprocessor`)."""
+    if not isinstance(vocab, BertPreprocessor):
+      vocab = BertPreprocessor(vocab, self.do_lower_case, self.max_seq_length,
+                               preserve_unused_tokens=self.preserve_unused_tokens)
+    self._preprocessor = vocab
+
+  @property
+  def bert_preprocessor(self) -> BertPreprocessor:
+    """The :class:`BertPreprocessor` (pass it to the ``bert_tf.export`` functions).
+
+    Raises:
+      ValueError: no vocabulary yet.
+    """
+    if self._preprocessor is None:
+      raise ValueError("%s has no vocabulary: build it with a vocab file or a "
+                       "BertPreprocessor, or load it from a .keras file" % self.name)
+    return self._preprocessor
+
+  def get_config(self) -> dict:
+    """Keras config: ``name``, ``trainable``, ``dtype``, ``do_lower_case``,
+    ``max_seq_length``, ``preserve_unused_tokens`` (the vocab is an asset)."""
+    config = super().get_config()
+    config.update(do_lower_case=self.do_lower_case, max_seq_length=self.max_seq_length,
+                  preserve_unused_tokens=self.preserve_unused_tokens)
+    return config
+
+  def save_assets(self, dir_path: str) -> None:
+    """Writes the vocabulary as ``dir_path/vocab.txt`` (Keras ``.keras`` saving)."""
+    lines = self.bert_preprocessor.vocab_lines()
+    with open(os.path.join(dir_path, VOCAB_ASSET), "w", encoding="utf-8",
+              newline="\n") as f:
+      f.write("".join(line + "\n" for line in lines))
+
+  def load_assets(self, dir_path: str) -> None:
+    """Reads the vocabulary from ``dir_path/vocab.txt`` into memory (Keras
+    ``.keras`` loading; the temporary directory may go away afterwards)."""
+    self.set_vocabulary(read_vocab_lines(os.path.join(dir_path, VOCAB_ASSET)))
+
+  def call(self, text_a, text_b=None):
+    return self.bert_preprocessor(text_a, text_b)

@@ -26,6 +26,7 @@ Example::
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import math
@@ -65,7 +66,7 @@ NOT_RECIPE = frozenset({
     "null_score_diff_threshold", "verbose_logging", "keep_best",
     "iterations_per_loop", "save_checkpoints_steps", "keep_checkpoint_max",
     "stop_at_step", "distribution_strategy", "num_cpu_devices", "deterministic",
-    "jit_compile", "num_accumulation_steps", "tfds_data_dir"})
+    "jit_compile", "num_accumulation_steps", "tfds_data_dir", "strict_utf8"})
 
 
 @dataclasses.dataclass
@@ -172,9 +173,7 @@ def format_metrics(metrics: dict) -> str:
   return " ".join("%s=%.4f" % (k, v) for k, v in sorted(metrics.items()))
 
 
-def format_results(results: dict) -> str:
-  """``key = value`` lines, sorted: the original's ``eval_results.txt``."""
-  return "".join("%s = %s\n" % (k, results[k]) for k in sorted(results))
+format_results = io_utils.format_results
 
 
 def enable_determinism_for_run(output_dir: str, seed: int) -> int:
@@ -262,6 +261,49 @@ def format_duration(seconds: float) -> str:
   return "%d:%02d:%02d" % (h, m, s) if h else "%d:%02d" % (m, s)
 
 
+class EtaEstimator:
+  """Time left from the recent loops' seconds per step.
+
+  The first loop of a run traces and compiles the step (measured: ~2x the
+  steady time per step on the tiny model); an ETA from the time since the
+  start overstates the rest of the run by as much. This keeps the last
+  ``window`` loops' ``(steps, seconds)`` and, once a second loop is seen,
+  leaves the first out; the ETA is the remaining steps times their mean
+  seconds per step.
+
+  Example::
+
+    eta = EtaEstimator()
+    eta.update(steps=50, seconds=30.0)   # the first loop (compiles)
+    eta.update(steps=50, seconds=10.0)
+    eta.seconds_left(400)                # 80.0
+  """
+
+  def __init__(self, window: int = 10):
+    self.first = None
+    self.recent = collections.deque(maxlen=window)
+
+  def update(self, steps: int, seconds: float) -> None:
+    """Records one loop: ``steps`` steps in ``seconds`` seconds."""
+    if steps <= 0:
+      return
+    if self.first is None:
+      self.first = (steps, seconds)
+    else:
+      self.recent.append((steps, seconds))
+
+  def seconds_per_step(self) -> float:
+    """The mean over the recent loops (the first loop alone until another
+    is seen; 0.0 before any)."""
+    loops = list(self.recent) or ([self.first] if self.first else [])
+    steps = sum(n for n, _ in loops)
+    return sum(s for _, s in loops) / steps if steps else 0.0
+
+  def seconds_left(self, steps_left: int) -> float:
+    """Estimated seconds for ``steps_left`` more steps."""
+    return self.seconds_per_step() * max(0, steps_left)
+
+
 def worker_info(strategy) -> tuple:
   """``(num_workers, worker_index, is_chief)`` of this process."""
   resolver = getattr(strategy, "cluster_resolver", None)
@@ -277,9 +319,40 @@ def worker_info(strategy) -> tuple:
 
 
 def _better(value, best) -> bool:
+  """Whether a dev ``value`` replaces the kept ``best``: higher, or EQUAL
+  (a tie keeps the later model: it has trained longer on the same score);
+  a NaN never replaces a number."""
   if best is None or (isinstance(best, float) and math.isnan(best)):
     return True
-  return not math.isnan(value) and value > best
+  return not math.isnan(value) and value >= best
+
+
+BEST_MODEL_KEY = "best_model"
+
+
+def best_model_line(best: dict, output_dir: str) -> str:
+  """The ``eval_results.txt`` line that points at the kept best model:
+  ``best_model = step S by <metric>=<value>, the model prediction and export
+  use; its figures: <output_dir>/best/eval_results.txt``."""
+  return "%s = step %d by %s=%.4f, the model prediction and export use; its " \
+         "figures: %s\n" % (BEST_MODEL_KEY, best["step"], best["metric"], best["value"],
+                            os.path.join(output_dir, BEST_DIR, "eval_results.txt"))
+
+
+def _short(value: str) -> str:
+  """A figure of ``eval_results.txt`` with 4 decimals (other text as it is)."""
+  try:
+    return "%.4f" % float(value)
+  except ValueError:
+    return value
+
+
+def read_results(path: str) -> dict:
+  """An ``eval_results.txt`` as ``{key: value string}`` (None: no file)."""
+  if not os.path.exists(path):
+    return None
+  with open(path, encoding="utf-8") as f:
+    return dict(l.rstrip("\n").split(" = ", 1) for l in f if " = " in l)
 
 
 def read_best_state(output_dir: str) -> Optional[dict]:
@@ -503,12 +576,11 @@ class Runner:
       gstep = int(optimizer.iterations.numpy())
       out["global_step"] = gstep
       if is_chief:
-        io_utils.atomic_write_text(os.path.join(p.output_dir, "eval_results.txt"),
-                                   format_results(out))
         if eval_writer is None:
           eval_writer = tf.summary.create_file_writer(os.path.join(p.output_dir, "eval"))
         write_scalars(eval_writer, gstep, {k: v for k, v in out.items()
                                            if k != "global_step"})
+        best = None
         if do_train and p.keep_best and task.best_metric:
           value = out[task.best_metric]
           best = read_best_state(p.output_dir)
@@ -517,8 +589,15 @@ class Runner:
                 "eval_") else task.best_metric
             save_best(model_objects, p.output_dir, task.run_files, gstep, metric,
                       value, out)
+            best = read_best_state(p.output_dir)
             self.print_fn("new best dev model: %s=%.4f at step %d -> %s" % (
                 metric, value, gstep, os.path.join(p.output_dir, BEST_DIR)))
+        # The original's file: this (the latest) step's figures; when the kept
+        # best model is another step's, a line says where its figures are.
+        text = format_results(out)
+        if best is not None and best["step"] != gstep:
+          text += best_model_line(best, p.output_dir)
+        io_utils.atomic_write_text(os.path.join(p.output_dir, "eval_results.txt"), text)
       return out
 
     end = spec.num_train_steps
@@ -541,14 +620,16 @@ class Runner:
       writer = (tf.summary.create_file_writer(os.path.join(p.output_dir, "train"))
                 if is_chief else tf.summary.create_noop_writer())
 
-      started, start_step = time.monotonic(), step
+      started = time.monotonic()
+      estimator = EtaEstimator()
 
       def log(gstep, sums, seconds):
         m = task.train_metrics(sums)
         lr = float(optimizer.learning_rate)
         rate = sums.get("examples_per_second", 0.0)
         elapsed = time.monotonic() - started
-        eta = elapsed / max(gstep - start_step, 1) * max(end - gstep, 0)
+        estimator.update(int(sums.get("steps", 0)), seconds)
+        eta = estimator.seconds_left(end - gstep)
         self.print_fn("step %d/%d %s lr=%.3g %.1f %s/s (%.1fs) elapsed %s eta %s" % (
             gstep, spec.num_train_steps, format_metrics(m), lr, rate,
             task.example_unit, seconds, format_duration(elapsed),
@@ -558,24 +639,28 @@ class Runner:
 
       stops = [s for s in eval_at_steps if step < s < end] if do_eval else []
       last = {}
-      for stop in stops + [end]:
-        try:
-          last = trainer.train(iterator, stop, checkpoints,
-                               steps_per_loop=p.iterations_per_loop, log_fn=log,
-                               examples_per_step=batch_size_of(task))
-        except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
-          task.explain_data_error(e)
-          raise
-        if do_eval and (stop in stops or stop == end):
-          results.update(evaluate())
-          evaluated = True
+      # SIGINT/SIGTERM: a checkpoint at the current step, then Interrupted.
+      with training.StopRequest() as stop_request:
+        for stop in stops + [end]:
+          try:
+            last = trainer.train(iterator, stop, checkpoints,
+                                 steps_per_loop=p.iterations_per_loop, log_fn=log,
+                                 examples_per_step=batch_size_of(task),
+                                 stop=stop_request)
+          except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+            task.explain_data_error(e)
+            raise
+          if do_eval and (stop in stops or stop == end):
+            results.update(evaluate())
+            evaluated = True
       results.update({"train_" + k: v for k, v in task.train_metrics(last).items()}
                      if last else {})
     if do_eval and not evaluated:
       results.update(evaluate())
 
+    final_step = int(optimizer.iterations.numpy())
+    best = None
     if (do_predict or export_fn is not None):
-      best = None
       if p.keep_best and task.best_metric:
         best = restore_best(model_objects, p.output_dir)
       if best is not None:
@@ -586,7 +671,7 @@ class Runner:
         results["best_" + best["metric"]] = best["value"]
       else:
         self.print_fn("using the final model (step %d) for prediction/export" %
-                      int(optimizer.iterations.numpy()))
+                      final_step)
     if do_predict:
       files = task.predict(model, p.output_dir, self.print_fn)
       results["test_files"] = files
@@ -596,10 +681,37 @@ class Runner:
       path = export_fn(model)
       results["export_path"] = path
       self.print_fn("exported SavedModel to %s" % path)
-    results["global_step"] = int(optimizer.iterations.numpy())
+    if do_predict or (export_fn is not None and is_chief):
+      self.print_fn(self._model_report(task, best, final_step, results))
+    results["global_step"] = final_step
     if on_finish is not None:
       on_finish(model, optimizer)
     return results
+
+  def _model_report(self, task, best, final_step, results) -> str:
+    """The last line of a run that predicts or exports: which model (step,
+    why) and its dev figures, with the file they are in."""
+    what = "exported" if "export_path" in results else "predicted with"
+    p = self.params
+    if best is not None:
+      path = os.path.join(p.output_dir, BEST_DIR, "eval_results.txt")
+      figures = read_results(path) or {}
+      head = ("%s the best dev model: step %d of %d, highest %s (a tie keeps the "
+              "later step)" % (what, best["step"], final_step, best["metric"]))
+    else:
+      path = os.path.join(p.output_dir, "eval_results.txt")
+      figures = read_results(path) or {}
+      if figures.get("global_step") != str(final_step):
+        figures = {}  # no evaluation of this step
+      why = ("no dev evaluation kept a best model" if task.best_metric
+             else "the task keeps no best model")
+      head = "%s the final model: step %d (%s)" % (what, final_step, why)
+    figures = {k: v for k, v in figures.items()
+               if k not in ("global_step", BEST_MODEL_KEY)}
+    if not figures:
+      return head + "; no dev figures"
+    return "%s; dev figures (%s): %s" % (head, path, " ".join(
+        "%s=%s" % (k, _short(v)) for k, v in sorted(figures.items())))
 
   def _train_iterator(self, task, strategy, num_workers, worker_index, tpu):
     batch = batch_size_of(task)

@@ -65,10 +65,11 @@ def load_vocab(vocab_file):
 
   One token per line, stripped of surrounding whitespace; id = line number
   (0-based), the row of the embedding table and the id that the in-graph
-  tensorflow-text table gives. A duplicated token keeps its last line's id
-  (google-research/bert master); ``bert-tensorflow==1.0.4`` instead keeps the
-  first and renumbers every later token, misaligning them with the embedding
-  rows, so a warning names the duplicate's file and line.
+  tensorflow-text table gives. A token on two lines is refused: no id can
+  be right for it (google-research/bert master keeps the last line's id,
+  ``bert-tensorflow==1.0.4`` keeps the first and renumbers every later
+  token, misaligning them with the embedding rows, and tensorflow-text's
+  table refuses to load), and it is what a vocab cut mid-line looks like.
 
   Args:
     vocab_file: path of a UTF-8 text file.
@@ -77,7 +78,8 @@ def load_vocab(vocab_file):
     ``collections.OrderedDict`` mapping ``str`` token to ``int`` id.
 
   Raises:
-    VocabError: the file is missing, unreadable, or empty.
+    VocabError: the file is missing, unreadable, or empty; or a token is on
+      two lines (the message names the file, the token and both lines).
   """
   vocab = collections.OrderedDict()
   try:
@@ -85,22 +87,23 @@ def load_vocab(vocab_file):
       lines = reader.read().split(b"\n")
   except OSError as e:
     raise VocabError("cannot read vocab file %r: %s" % (vocab_file, e)) from e
-  if lines and lines[-1] == b"":
+  cut = lines[-1] != b""  # no final newline: maybe cut mid-line
+  if not cut:
     lines.pop()  # readline() semantics: a trailing newline adds no line.
   if not lines:  # an empty file (b"".split() is [b""], popped above)
     raise VocabError("vocab file %r is empty" % vocab_file)
   # Decoding the joined lines equals decoding each line: "\n" is never part of
   # a (valid or dropped) UTF-8 sequence.
   tokens = [t.strip() for t in convert_to_unicode(b"\n".join(lines)).split("\n")]
-  vocab.update(zip(tokens, range(len(tokens))))
-  if len(vocab) != len(tokens):  # duplicates: the last line's id wins
-    first = {}
-    for index, token in enumerate(tokens):
-      if token in first:
-        logging.warning("%s line %d: duplicate vocab token %r (first on line %d)",
-                        os.fspath(vocab_file), index + 1, token, first[token] + 1)
-      else:
-        first[token] = index
+  for index, token in enumerate(tokens):
+    if token in vocab:
+      raise VocabError(
+          "%s line %d: duplicate vocab token %r (also on line %d); every line must "
+          "be a distinct token (id = line number)%s" % (
+              os.fspath(vocab_file), index + 1, token, vocab[token] + 1,
+              ": the file ends mid-line, copy the whole vocab file"
+              if cut and index == len(tokens) - 1 else ""))
+    vocab[token] = index
   if not vocab:
     raise VocabError("vocab file %r is empty" % vocab_file)
   return vocab
@@ -417,6 +420,45 @@ def vocab_looks_cased(vocab):
       if count >= 100:
         return True
   return False
+
+
+# The released checkpoints whose casing the original knows by name
+# (google-research/bert tokenization.validate_case_matches_checkpoint).
+LOWER_CASED_MODELS = ("uncased_L-24_H-1024_A-16", "uncased_L-12_H-768_A-12",
+                      "multilingual_L-12_H-768_A-12", "chinese_L-12_H-768_A-12")
+CASED_MODELS = ("cased_L-12_H-768_A-12", "cased_L-24_H-1024_A-16",
+                "multi_cased_L-12_H-768_A-12")
+
+
+def validate_case_matches_checkpoint(do_lower_case: bool, init_checkpoint) -> bool:
+  """Warns when ``--do_lower_case`` contradicts a released checkpoint's name.
+
+  The original's check (same name, same rule: the directory name before
+  ``/bert_model.ckpt``, e.g. ``uncased_L-12_H-768_A-12``), which raises
+  ``ValueError`` and tells the user to comment the check out if it is
+  wrong; here it logs a warning with the fix instead (a heuristic the user
+  cannot switch off must not stop a run).
+
+  Returns:
+    True when it warned.
+  """
+  if not init_checkpoint:
+    return False
+  m = re.match("^.*?([A-Za-z0-9_-]+)/bert_model.ckpt", os.fspath(init_checkpoint))
+  if m is None:
+    return False
+  name = m.group(1)
+  if name in LOWER_CASED_MODELS and not do_lower_case:
+    flag, kind, fix = "False", "lowercased", "True"
+  elif name in CASED_MODELS and do_lower_case:
+    flag, kind, fix = "True", "cased", "False"
+  else:
+    return False
+  logging.warning(
+      "--do_lower_case=%s with --init_checkpoint=%s, but %s is a %s model: pass "
+      "--do_lower_case=%s so that fine-tuning tokenizes as the model was "
+      "pretrained", flag, os.fspath(init_checkpoint), name, kind, fix)
+  return True
 
 
 def warn_if_case_mismatch(vocab, do_lower_case, vocab_file):

@@ -36,6 +36,8 @@ killed job never leaves an index naming a partial checkpoint.
 """
 
 import os
+import signal
+import threading
 import time
 from typing import Optional
 
@@ -132,6 +134,106 @@ def enable_determinism(seed: int, intra_op_threads: Optional[int] = None) -> int
   logging.info("Determinism: op determinism, seed %d, %d intra-op threads",
                seed, intra_op_threads)
   return intra_op_threads
+
+
+class Interrupted(Exception):
+  """Training stopped on SIGINT/SIGTERM after saving a checkpoint at ``step``.
+
+  Attributes:
+    step: the global step checkpointed (int).
+    signum: the signal received (``signal.SIGINT`` or ``signal.SIGTERM``).
+  """
+
+  def __init__(self, step: int, signum: int):
+    super().__init__("interrupted at step %d; rerun the same command to resume" % step)
+    self.step = int(step)
+    self.signum = int(signum)
+
+
+class StopRequest:
+  """Turns SIGINT (Ctrl-C) and SIGTERM into a stop at the next step boundary.
+
+  A context manager. Inside it, the first of those signals sets
+  :attr:`signum` and the ``tf.Variable`` :attr:`flag` that the training loop
+  (:class:`Trainer`) reads before each step, so the loop under way ends after
+  the step it is computing; the Trainer then saves a checkpoint at that step
+  and raises :class:`Interrupted`. A second signal ends the process at once
+  (the signal's default action: nothing is saved beyond the last
+  checkpoint). The training loop runs in TensorFlow's C++ runtime, where
+  Python signal handlers wait until it returns, so a watcher thread woken by
+  ``signal.set_wakeup_fd`` sets the flag while the loop runs.
+
+  Only the main thread can install signal handlers; elsewhere (a test
+  runner's worker thread) the context does nothing. On exit the previous
+  handlers are restored.
+
+  Example::
+
+    with StopRequest() as stop:
+      trainer.train(iterator, 1000, manager, stop=stop)  # may raise Interrupted
+  """
+
+  SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+  def __init__(self):
+    self.signum = None
+    self.flag = tf.Variable(False, trainable=False, name="stop_requested")
+    self._received = 0  # signals handled in Python
+    self._old = {}
+    self._old_fd = -1
+    self._pipe = None
+    self._thread = None
+
+  @property
+  def requested(self) -> bool:
+    return self.signum is not None
+
+  def _handle(self, signum, frame):
+    del frame
+    self._received += 1
+    if self._received > 1 and self._old:  # the second signal: stop now
+      signal.signal(signum, signal.SIG_DFL)
+      os.kill(os.getpid(), signum)
+    if self.signum is None:
+      self.signum = signum
+
+  def _watch(self, fd):
+    while True:
+      try:
+        data = os.read(fd, 64)
+      except OSError:
+        return
+      if not data:
+        return
+      if self.signum is None:
+        self.signum = data[0]
+      self.flag.assign(True)
+
+  def __enter__(self):
+    if threading.current_thread() is not threading.main_thread():
+      return self
+    self._old = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    self._pipe = (r, w)
+    self._old_fd = signal.set_wakeup_fd(w)
+    self._thread = threading.Thread(target=self._watch, args=(r,), daemon=True,
+                                    name="bert_tf-stop-request")
+    self._thread.start()
+    return self
+
+  def __exit__(self, *exc):
+    if not self._old:
+      return False
+    signal.set_wakeup_fd(self._old_fd)
+    for s, old in self._old.items():
+      signal.signal(s, old)
+    self._old = {}
+    r, w = self._pipe
+    os.close(w)  # the watcher reads EOF and returns
+    self._thread.join(timeout=10)
+    os.close(r)
+    return False
 
 
 RETAIN_HOST_MEMORY_ENV = "BERT_TF_RETAIN_HOST_MEMORY"
@@ -285,6 +387,7 @@ class Trainer:
     retain_freed_host_memory()
     self._grads_fn = (tf.function(self._grads, jit_compile=True)
                       if jit_compile else self._grads)
+    self._stop_flag = None  # the flag when no StopRequest is passed (_no_stop)
     self._step = tf.function(self._train_steps, reduce_retracing=True)
 
   # --- per replica -------------------------------------------------------
@@ -380,15 +483,17 @@ class Trainer:
     return {k: self.strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None)
             for k, v in per_replica.items()}
 
-  def _train_steps(self, iterator, num_steps):
+  def _train_steps(self, iterator, num_steps, stop_flag):
     totals = self._one_step(iterator)
     for _ in tf.range(num_steps - 1):
+      if stop_flag.read_value():  # SIGINT/SIGTERM: end at this step boundary
+        break
       step_sums = self._one_step(iterator)
       totals = {k: totals[k] + step_sums[k] for k in totals}
     return totals
 
   def train(self, iterator, num_train_steps, manager=None, steps_per_loop=10,
-            log_fn=None, examples_per_step=None):
+            log_fn=None, examples_per_step=None, stop: Optional[StopRequest] = None):
     """Trains until ``optimizer.iterations == num_train_steps``.
 
     Args:
@@ -403,19 +508,27 @@ class Trainer:
       steps_per_loop: steps per ``tf.function`` call and per log line.
       log_fn: ``log_fn(step, metrics_sums, seconds)`` after each loop.
       examples_per_step: global batch size, for the throughput figure.
+      stop: an entered :class:`StopRequest`: when it is signalled, the loop
+        under way ends after its current step, a checkpoint is saved at that
+        step (``manager`` required) and :class:`Interrupted` is raised.
 
     Returns:
       the metric sums of the last loop (dict of floats), or {} if no step ran.
+
+    Raises:
+      Interrupted: ``stop`` was signalled (after the checkpoint is saved).
     """
     last = {}
     step = int(self.optimizer.iterations.numpy())
-    while step < num_train_steps:
+    flag = stop.flag if stop is not None else self._no_stop()
+    while step < num_train_steps and not (stop is not None and stop.requested):
       n = min(steps_per_loop, num_train_steps - step)
       start = time.time()
-      sums = self._step(iterator, tf.constant(n))
+      sums = self._step(iterator, tf.constant(n), flag)
       sums = {k: float(v) for k, v in sums.items()}
       seconds = time.time() - start
-      step = int(self.optimizer.iterations.numpy())
+      n = int(self.optimizer.iterations.numpy()) - step  # fewer when stopped
+      step += n
       sums["steps"] = float(n)
       if examples_per_step:
         sums["examples_per_second"] = n * examples_per_step / max(seconds, 1e-9)
@@ -428,7 +541,15 @@ class Trainer:
       if manager.latest_checkpoint is None or not manager.latest_checkpoint.endswith(
           "-%d" % step):
         manager.save(checkpoint_number=step, check_interval=False)
+    if stop is not None and stop.requested:
+      raise Interrupted(step, stop.signum)
     return last
+
+  def _no_stop(self):
+    """A flag that is never set (training without a :class:`StopRequest`)."""
+    if self._stop_flag is None:
+      self._stop_flag = tf.Variable(False, trainable=False, name="stop_requested")
+    return self._stop_flag
 
 
 def seed_generator_states(model):

@@ -4,8 +4,7 @@ TF Serving loads a SavedModel with the C++ loader and runs a signature by
 its tensor names; a C program linked against the tensorflow pip wheel's
 ``libtensorflow_cc.so.2`` does the same (``TF_LoadSessionFromSavedModel``,
 ``TF_SessionRun``). This module holds the two pieces such a client needs
-from Python, shared by the tests' C loader (``tests/c_loader/serve.c``) and
-the serving benchmark (``bench/capi/serve_bench.c``):
+from Python, used by the tests' C loader (``tests/c_loader/serve.c``):
 
 * :func:`signature_tensors` - a signature's input and output tensor names,
   read from ``saved_model.pb`` (what ``saved_model_cli show`` prints);

@@ -45,6 +45,7 @@ import tensorflow as tf
 
 from bert_tf import preprocessing
 from bert_tf.export import saved_model
+from bert_tf.modeling import multiple_choice
 
 WARMUP_CONTEXTS = ("The most reasonable step of 'Bake Bread' is", "")
 WARMUP_ENDINGS = (("Knead the dough", "Paint the fence", "Wash the car", ""),
@@ -89,13 +90,7 @@ class MultipleChoiceServingModule(tf.Module):
   def predict(self, context, endings):
     """The serving computation on ``context`` [B] and ``endings`` [B, N]
     (already flattened / shaped); returns the signature's output dict."""
-    n = self.num_choices
-    batch = tf.size(context)
-    contexts = tf.reshape(tf.repeat(context, n), [-1])  # [B*N], row-major
-    features = preprocessing.trim_to_longest(
-        self.preprocessor(contexts, tf.reshape(endings, [-1])))
-    seq = tf.shape(features["input_ids"])[1]
-    features = {k: tf.reshape(v, [batch, n, seq]) for k, v in features.items()}
+    features = multiple_choice.choice_features(self.preprocessor, context, endings)
     logits = tf.cast(saved_model._serving_call(self, features), tf.float32)  # pylint: disable=protected-access
     return {"probabilities": tf.nn.softmax(logits, axis=-1), "logits": logits,
             "label_id": tf.argmax(logits, axis=-1, output_type=tf.int32)}

@@ -43,12 +43,11 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 import tensorflow as tf
-import tensorflow_text as text
 
 from bert_tf.export import saved_model
 from bert_tf.modeling import tagging
 
-WHITESPACE = r"[\t-\r\x{1c}-\x{20}\x{85}\p{Z}]+"
+WHITESPACE = tagging.WHITESPACE
 WARMUP_SENTENCES = ("Empire State Building = ESB .", "", "Caf\u00e9 de Flore in Paris " * 40)
 OUTPUTS = ("entity_end_char", "entity_start_char", "entity_text", "entity_type",
            "num_entities", "num_words", "tags", "truncated", "word_end_char",
@@ -99,35 +98,9 @@ class TaggingServingModule(tf.Module):
 
   @staticmethod
   def split_words(sentence):
-    """Whitespace words with code-point and byte offsets.
-
-    Args:
-      sentence: string [B], valid UTF-8.
-
-    Returns:
-      ``(words, start_char, end_char, start_byte, end_byte)``: RaggedTensors
-      [B, (W)] (string, then int64).
-    """
-    # The split op stops at a NUL byte: split a copy with NUL -> \x01 (same
-    # length; neither is whitespace) and cut the words from the sentence.
-    _, start_b, end_b = text.regex_split_with_offsets(
-        tf.strings.regex_replace(sentence, "\x00", "\x01"), WHITESPACE, "")
-    s0, s1 = start_b.to_tensor(0), end_b.to_tensor(0)
-    dense = tf.strings.substr(tf.expand_dims(sentence, 1), tf.cast(s0, tf.int32),
-                              tf.cast(s1 - s0, tf.int32), unit="BYTE")
-    words = tf.RaggedTensor.from_tensor(dense, lengths=start_b.row_lengths())
-    _, cp_off = tf.strings.unicode_decode_with_offsets(sentence, "UTF-8")
-    nbytes = tf.cast(tf.strings.length(sentence), tf.int64)
-    byte_base = tf.cumsum(nbytes, exclusive=True)                    # [B]
-    char_base = tf.cast(cp_off.row_starts(), tf.int64)               # [B]
-    cp_global = (tf.cast(cp_off.flat_values, tf.int64) +
-                 tf.gather(byte_base, _row_ids(cp_off)))
-    rows = _row_ids(start_b)
-    to_char = lambda b: (tf.searchsorted(  # pylint: disable=unnecessary-lambda-assignment
-        cp_global, tf.cast(b.flat_values, tf.int64) + tf.gather(byte_base, rows),
-        side="left", out_type=tf.int64) - tf.gather(char_base, rows))
-    return (words, start_b.with_flat_values(to_char(start_b)),
-            end_b.with_flat_values(to_char(end_b)), start_b, end_b)
+    """:func:`bert_tf.modeling.tagging.split_words` (whitespace words with
+    code-point and byte offsets; also the tagger's text input)."""
+    return tagging.split_words(sentence)
 
   def tag(self, sentence):
     """The serving computation on a flat [B] batch; the output dict."""

@@ -170,8 +170,8 @@ def pytest_configure(config):
 # xdist orders files by their NUMBER of tests, which left a 500 s file for
 # last while the other worker sat idle). The rest keep collection order.
 LONGEST_FILES_FIRST = (
-    "test_readme.py", "test_lockstep_parity.py", "test_run_squad.py",
-    "test_export.py", "test_generic_tools.py", "test_end_to_end.py",
+    "test_readme.py", "test_lockstep_parity.py", "test_export.py",
+    "test_generic_tools.py", "test_end_to_end.py", "test_run_squad.py",
     "test_pretraining.py", "test_keras_fresh_process.py", "test_swag.py",
     "test_squad_export.py", "test_ner.py", "test_pretraining_lockstep.py",
     "test_multiworker_resume.py", "test_pretraining_init.py",

@@ -27,7 +27,7 @@ LAYERS = [
     ("data", ["bert_tf.data", "bert_tf.vocab_builder"]),
     ("tasks", ["bert_tf.tasks"]),
     ("runner", ["bert_tf.training", "bert_tf.distribute", "bert_tf.runner",
-                "bert_tf.jobs"]),
+                "bert_tf.jobs", "bert_tf.tuning"]),
     ("export", ["bert_tf.export"]),
     ("tools", ["bert_tf.tools"]),
 ]

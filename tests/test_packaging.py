@@ -20,7 +20,7 @@ from conftest import ROOT, run_tool
 
 TOOLS = ["build_vocab", "convert_checkpoint", "create_pretraining_data",
          "create_pretraining_documents", "extract_features", "export_saved_model", "predict_saved_model",
-         "run_classifier", "run_ner", "run_pretraining", "run_squad", "run_swag"]
+         "run_classifier", "run_ner", "run_pretraining", "run_squad", "run_swag", "tune"]
 HELPFULL_TOOLS = ("run_classifier", "create_pretraining_data")
 NOISE = ("cuInit", "absl::InitializeLog", "cpu_feature_guard", "cudart_stub")
 

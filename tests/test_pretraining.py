@@ -410,3 +410,83 @@ def test_mixed_float16_accumulation_no_nsp_trains(records, tmp_path):
   assert np.isfinite(results["train_masked_lm_loss"]) and results["train_masked_lm_loss"] > 5
   assert not any("next_sentence" in k for k in results)
   assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-2")
+
+
+def test_accumulated_gradient_is_the_big_batch_gradient(records):
+  """k micro-batches (k = 2, 4) give the one-big-batch gradient, not 1/k of it.
+
+  The Mirrored/accumulation test above cannot see a gradient off by a
+  constant factor: clipping binds there and Adam is invariant to the
+  gradient's scale. Here the optimizer is plain SGD at learning rate 1
+  without clipping, so each update IS minus the gradient the Trainer
+  applies (summed over micro-batches, before any clipping); its global norm
+  and every tensor must equal the big batch's gradient from one
+  ``GradientTape`` (the loss of :func:`pretraining.pretraining_metrics`).
+  Both Trainer paths: with the loss normalizers (pretraining) and without
+  (a per-example mean loss, here the next-sentence cross-entropy, divided
+  by k inside the Trainer)."""
+  import keras  # pylint: disable=g-import-not-at-top
+  from bert_tf import training  # pylint: disable=g-import-not-at-top
+  from bert_tf.modeling import models  # pylint: disable=g-import-not-at-top
+  batch = next(iter(pretraining_input.pretraining_dataset(
+      records, 8, SEQ, PREDS, is_training=False)))
+  cfg = tiny()
+  cfg.hidden_dropout_prob = cfg.attention_probs_dropout_prob = 0.0
+  one = tf.distribute.OneDeviceStrategy("/cpu:0")
+  keras.utils.set_random_seed(7)
+  with one.scope():
+    model = pretraining.build_pretrainer(cfg)
+  model(batch, training=False)
+  variables = model.trainable_variables
+  init = [v.numpy() for v in variables]
+
+  def nsp_mean(features):
+    logits = tf.cast(model(features, training=True)["next_sentence_logits"], tf.float32)
+    labels = tf.reshape(features["next_sentence_labels"], [-1])
+    n = tf.cast(tf.shape(logits)[0], tf.float32)
+    return models.next_sentence_loss(logits, labels) / n, {"examples": n}
+
+  def full_loss(features, totals=None):
+    return pretraining.pretraining_metrics(model(features, training=True), features,
+                                           True, totals)
+
+  def reset():
+    for v, w in zip(variables, init):
+      v.assign(w)
+
+  def reference(loss_fn):
+    reset()
+    with tf.GradientTape() as tape:
+      loss, _ = loss_fn(batch)
+    return [np.zeros_like(w) if g is None else tf.convert_to_tensor(g).numpy()
+            for g, w in zip(tape.gradient(loss, variables), init)]
+
+  def applied(loss_fn, k, normalizers):
+    reset()
+    with one.scope():
+      opt = keras.optimizers.SGD(learning_rate=1.0)
+      opt.build(variables)
+    trainer = training.Trainer(
+        one, model, opt, loss_fn, num_accumulation_steps=k,
+        normalizer_fn=pretraining.loss_normalizers if normalizers else None)
+    trainer.train(iter(tf.data.Dataset.from_tensors(batch)), 1, steps_per_loop=1)
+    assert int(opt.iterations.numpy()) == 1
+    return [w - v.numpy() for v, w in zip(variables, init)]
+
+  def norm(gs):
+    return float(np.sqrt(sum((g.astype(np.float64) ** 2).sum() for g in gs)))
+
+  for loss_fn, normalizers, ks in ((full_loss, True, (2, 4)), (nsp_mean, False, (2,))):
+    want = reference(loss_fn)
+    assert norm(want) > 0.1, norm(want)
+    for k in ks:
+      got = applied(loss_fn, k, normalizers)
+      rel = abs(norm(got) - norm(want)) / norm(want)
+      assert rel < 1e-4, (loss_fn.__name__, k, norm(got), norm(want))
+      for g, w, v, w0 in zip(got, want, variables, init):
+        # float32 rounding of ``w0 - g`` itself (2 ulps of the weight), and
+        # of a gradient that is 0 up to noise (the attention key biases).
+        atol = (1e-5 * np.abs(w).max() + 2.5e-7 * np.abs(w0).max()
+                + 1e-7 * norm(want))
+        np.testing.assert_allclose(g, w, rtol=0, atol=atol,
+                                   err_msg="%s k=%d %s" % (loss_fn.__name__, k, v.path))

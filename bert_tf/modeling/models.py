@@ -10,9 +10,12 @@ from typing import Optional
 import keras
 import tensorflow as tf
 
+import numpy as np
+
 from bert_tf import checkpoints
 from bert_tf import config as config_lib
 from bert_tf import errors
+from bert_tf import preprocessing
 from bert_tf.modeling import encoder as encoder_lib
 from bert_tf.modeling import layers as bert_layers
 from bert_tf.modeling import presets
@@ -21,6 +24,262 @@ from bert_tf.modeling import presets
 def gather_indexes(sequence_tensor, positions):
   """Rows of ``sequence_tensor`` [B, S, H] at int ``positions`` [B, P] -> [B, P, H]."""
   return tf.gather(sequence_tensor, tf.cast(positions, tf.int32), batch_dims=1)
+
+
+FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
+DEFAULT_TEXT_BATCH_SIZE = 32  # Keras' default batch_size of fit/evaluate/predict
+
+
+def as_preprocessor_layer(preprocessor) -> "Optional[preprocessing.PreprocessorLayer]":
+  """A task model's ``preprocessor`` argument as a Keras layer.
+
+  Args:
+    preprocessor: None, a :class:`bert_tf.preprocessing.BertPreprocessor`
+      (wrapped, used as is), a :class:`~bert_tf.preprocessing.PreprocessorLayer`,
+      or its Keras config dict (``from_config``).
+
+  Returns:
+    a :class:`~bert_tf.preprocessing.PreprocessorLayer` named
+    ``preprocessor``, or None.
+
+  Raises:
+    TypeError: anything else (``True`` is for ``from_preset`` only).
+  """
+  if preprocessor is None:
+    return None
+  if isinstance(preprocessor, dict):
+    preprocessor = keras.saving.deserialize_keras_object(preprocessor)
+  if isinstance(preprocessor, preprocessing.BertPreprocessor):
+    return preprocessing.PreprocessorLayer(preprocessor)
+  if isinstance(preprocessor, preprocessing.PreprocessorLayer):
+    return preprocessor
+  raise TypeError("preprocessor must be a BertPreprocessor or PreprocessorLayer "
+                  "(preprocessor=True is from_preset's), got %r" % (preprocessor,))
+
+
+def _is_text_leaf(v) -> bool:
+  if isinstance(v, (str, bytes)):
+    return True
+  if isinstance(v, np.ndarray):
+    return v.dtype.kind in "USO"
+  if isinstance(v, (tf.Tensor, tf.RaggedTensor, tf.SparseTensor)):
+    return v.dtype == tf.string
+  return False
+
+
+def holds_text(x) -> bool:
+  """True when ``x`` (a tensor, array, list or nest of them; or a
+  ``tf.data.Dataset``'s element spec) holds strings."""
+  if isinstance(x, tf.data.Dataset):
+    return any(getattr(s, "dtype", None) == tf.string
+               for s in tf.nest.flatten(x.element_spec))
+  return any(_is_text_leaf(v) for v in tf.nest.flatten(x))
+
+
+def _unpack(data):
+  """``(x, y, sample_weight)`` of a batch as Keras reads it (a 1-, 2- or
+  3-tuple, or ``x`` alone)."""
+  if isinstance(data, tuple) and 1 <= len(data) <= 3:
+    return tuple(data) + (None,) * (3 - len(data))
+  return data, None, None
+
+
+def _to_tensors(x):
+  """Python lists / numpy arrays of strings (or numbers) -> tensors, keeping
+  tuples and dicts as structure (a list of str is one string tensor)."""
+  if isinstance(x, dict):
+    return {k: _to_tensors(v) for k, v in x.items()}
+  if isinstance(x, tuple):
+    return tuple(_to_tensors(v) for v in x)
+  if x is None or isinstance(x, (tf.Tensor, tf.RaggedTensor, tf.SparseTensor)):
+    return x
+  if isinstance(x, np.ndarray) and x.dtype.kind == "O":
+    x = x.astype(bytes)
+  if isinstance(x, list) and x and isinstance(x[0], (list, tuple)):
+    try:
+      return tf.constant(x)
+    except (ValueError, TypeError):
+      return tf.ragged.constant(x)
+  return tf.convert_to_tensor(x)
+
+
+class TextInputsMixin:
+  """Raw-string inputs for a task model built with a preprocessor
+  (keras-hub's habit: ``classifier.predict(["What an amazing movie!"])``).
+
+  A model class mixing this in defines :meth:`text_features` (its raw-text
+  inputs -> the id dict of :data:`FEATURE_NAMES`, through the model's
+  :class:`~bert_tf.preprocessing.PreprocessorLayer`) and may define
+  :meth:`text_labels` (labels of text inputs -> labels of the features).
+
+  * ``call``: a dict with ``input_ids`` is used as is (unchanged id path);
+    anything else is text, turned into ids in the graph first.
+  * ``fit``/``evaluate``/``predict``: text ``x`` (lists, numpy arrays,
+    string tensors, tuples or dicts of them, or a ``tf.data.Dataset`` whose
+    elements hold strings) becomes a ``tf.data`` pipeline that runs the
+    preprocessor on every batch (``batch_size`` rows, default 32; ``fit``
+    shuffles arrays each epoch unless ``shuffle=False``), so training runs
+    on ids. A ``tf.data.Dataset`` is never passed on with ``shuffle=True``
+    (Keras ignores it and warns; a dataset shuffles itself).
+
+  Raises:
+    ValueError: text given to a model built without a preprocessor.
+
+  Example::
+
+    pre = BertPreprocessor("vocab.txt", do_lower_case=True, max_seq_length=128)
+    model = BertClassifier(config, num_labels=2, preprocessor=pre)
+    model.fit(["a fine film", "dull"], [1, 0], epochs=2)
+    model.predict(["What an amazing movie!"])     # float32 logits [1, 2]
+  """
+
+  preprocessor = None
+
+  def text_features(self, x) -> dict:
+    """Raw text -> int32 ``input_ids``, ``input_mask``, ``segment_ids``."""
+    raise NotImplementedError
+
+  def text_labels(self, x, y):  # pylint: disable=unused-argument
+    """Labels of a text batch -> labels of its features (default: as given)."""
+    return y
+
+  def _require_preprocessor(self):
+    if self.preprocessor is None:
+      raise ValueError(
+          "%s %r got text but was built without a preprocessor: build it with "
+          "preprocessor=BertPreprocessor(vocab_file, do_lower_case, max_seq_length) "
+          "or from_preset(..., preprocessor=True), or pass a dict of int "
+          "input_ids, input_mask, segment_ids" % (type(self).__name__, self.name))
+    return self.preprocessor.bert_preprocessor
+
+  def __call__(self, inputs, *args, **kwargs):
+    # Keras takes only tensors positionally: Python lists / numpy arrays of
+    # strings become string tensors first (``model(["raw string"])``).
+    if not (isinstance(inputs, dict) and "input_ids" in inputs) and holds_text(inputs):
+      inputs = _to_tensors(inputs)
+    return super().__call__(inputs, *args, **kwargs)  # pylint: disable=no-member
+
+  def _model_inputs(self, inputs) -> dict:
+    if isinstance(inputs, dict) and "input_ids" in inputs:
+      return inputs
+    self._require_preprocessor()
+    return self.text_features(_to_tensors(inputs))
+
+  def _text_batch(self, *data):
+    x, y, sample_weight = _unpack(data)  # tf.data passes a tuple element's parts
+    out = [self.text_features(x)]
+    if y is not None or sample_weight is not None:
+      out.append(None if y is None else self.text_labels(x, y))
+    if sample_weight is not None:
+      out.append(sample_weight)
+    return tuple(out)
+
+  def _text_dataset(self, x, y, sample_weight, batch_size, shuffle):
+    """``x`` as a preprocessed dataset, or None when it holds no text."""
+    if self.preprocessor is None or not holds_text(x):
+      return None
+    if isinstance(x, tf.data.Dataset):
+      if y is not None or sample_weight is not None:
+        raise ValueError("%s: pass labels inside the tf.data.Dataset, not as y="
+                         % type(self).__name__)
+      ds = x
+    else:
+      parts = [_to_tensors(x)]
+      if y is not None or sample_weight is not None:
+        parts.append(_to_tensors(y))
+      if sample_weight is not None:
+        parts.append(_to_tensors(sample_weight))
+      ds = tf.data.Dataset.from_tensor_slices(tuple(parts))
+      if shuffle:
+        ds = ds.shuffle(ds.cardinality(), reshuffle_each_iteration=True)
+      ds = ds.batch(batch_size or DEFAULT_TEXT_BATCH_SIZE)
+    self._require_preprocessor()
+    return ds.map(self._text_batch, num_parallel_calls=tf.data.AUTOTUNE).prefetch(
+        tf.data.AUTOTUNE)
+
+  def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto",
+          callbacks=None, validation_split=0.0, validation_data=None, shuffle=True,
+          class_weight=None, sample_weight=None, initial_epoch=0,
+          steps_per_epoch=None, validation_steps=None, validation_batch_size=None,
+          validation_freq=1):
+    """Keras ``fit``; ``x`` may be raw text (see the class docstring).
+
+    ``validation_data``: ``(x, y)`` (or a dataset) of text or ids.
+
+    Raises:
+      ValueError: text ``x`` without a preprocessor, or with
+        ``validation_split`` (pass ``validation_data``).
+    """
+    ds = self._text_dataset(x, y, sample_weight, batch_size, shuffle)
+    if ds is not None:
+      if validation_split:
+        raise ValueError("%s.fit on text: validation_split is not supported, pass "
+                         "validation_data" % type(self).__name__)
+      x, y, sample_weight, batch_size = ds, None, None, None
+    if validation_data is not None and not isinstance(validation_data, tf.data.Dataset):
+      vx, vy, vw = _unpack(tuple(validation_data))
+      vds = self._text_dataset(vx, vy, vw, validation_batch_size or batch_size, False)
+      if vds is not None:
+        validation_data, validation_batch_size = vds, None
+    if isinstance(validation_data, tf.data.Dataset):
+      validation_data = (self._text_dataset(validation_data, None, None, None, False)
+                         or validation_data)
+    if isinstance(x, tf.data.Dataset):
+      shuffle = False  # Keras warns that a Dataset ignores it
+    return super().fit(  # pylint: disable=no-member
+        x=x, y=y, batch_size=batch_size, epochs=epochs, verbose=verbose,
+        callbacks=callbacks, validation_split=validation_split,
+        validation_data=validation_data, shuffle=shuffle, class_weight=class_weight,
+        sample_weight=sample_weight, initial_epoch=initial_epoch,
+        steps_per_epoch=steps_per_epoch, validation_steps=validation_steps,
+        validation_batch_size=validation_batch_size, validation_freq=validation_freq)
+
+  def evaluate(self, x=None, y=None, batch_size=None, verbose="auto",
+               sample_weight=None, steps=None, callbacks=None, return_dict=False,
+               **kwargs):
+    """Keras ``evaluate``; ``x`` may be raw text (see the class docstring)."""
+    ds = self._text_dataset(x, y, sample_weight, batch_size, False)
+    if ds is not None:
+      x, y, sample_weight, batch_size = ds, None, None, None
+    return super().evaluate(  # pylint: disable=no-member
+        x=x, y=y, batch_size=batch_size, verbose=verbose, sample_weight=sample_weight,
+        steps=steps, callbacks=callbacks, return_dict=return_dict, **kwargs)
+
+  def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
+    """Keras ``predict``; ``x`` may be raw text (see the class docstring)."""
+    ds = self._text_dataset(x, None, None, batch_size, False)
+    if ds is not None:
+      x, batch_size = ds, None
+    return super().predict(  # pylint: disable=no-member
+        x, batch_size=batch_size, verbose=verbose, steps=steps, callbacks=callbacks)
+
+  def _text_config(self) -> dict:
+    """``{"preprocessor": <its Keras config>}`` or ``{}``."""
+    if self.preprocessor is None:
+      return {}
+    return {"preprocessor": keras.saving.serialize_keras_object(self.preprocessor)}
+
+
+def text_pair(x, names=("text_a", "text_b")):
+  """``(a, b)`` string [B] tensors of a text input.
+
+  Args:
+    x: a string tensor / list / array (``b`` None), a tuple ``(a,)`` or
+      ``(a, b)``, or a dict with ``names`` (the second optional). Each part
+      is flattened to [B] (another rank in row-major order, as the exports'
+      ``as_batch``).
+
+  Returns:
+    ``(a, b)``; ``b`` None for single texts.
+  """
+  if isinstance(x, dict):
+    a, b = x[names[0]], x.get(names[1])
+  elif isinstance(x, tuple):
+    a, b = x[0], (x[1] if len(x) > 1 else None)
+  else:
+    a, b = x, None
+  flat = lambda t: None if t is None else tf.reshape(_to_tensors(t), [-1])  # pylint: disable=unnecessary-lambda-assignment
+  return flat(a), flat(b)
 
 
 @bert_layers.serializable
@@ -241,7 +500,7 @@ class BertPretrainer(keras.Model):
 
 
 @bert_layers.serializable
-class BertClassifier(keras.Model):
+class BertClassifier(TextInputsMixin, keras.Model):
   """Encoder + dropout on ``pooled_output`` + a dense head (original run_classifier).
 
   ``num_labels == 1`` makes a regression model (STS-B). Sub-layers ``bert``
@@ -259,9 +518,20 @@ class BertClassifier(keras.Model):
       logits equal the padded computation's up to float summation order,
       and a batch padded to its longest row takes about the token share of
       the time. False: the original's computation on every position.
+    preprocessor: optional :class:`bert_tf.preprocessing.BertPreprocessor`
+      (or :class:`~bert_tf.preprocessing.PreprocessorLayer`): the model then
+      also takes raw text (see :class:`TextInputsMixin`); it is part of the
+      model's config, its vocab a ``.keras`` asset.
 
   Call args:
-    inputs: dict with ``input_ids``, ``input_mask``, ``segment_ids`` [B, S].
+    inputs: dict with ``input_ids``, ``input_mask``, ``segment_ids`` [B, S];
+      or, with a preprocessor, text: string [B] (single sentences), a pair
+      ``(text_a, text_b)`` or ``{"text_a": ..., "text_b": ...}`` of string
+      [B]. Text is packed ``[CLS] a [SEP] (b [SEP])`` by the preprocessor
+      (truncated to its ``max_seq_length`` as the original's
+      ``_truncate_seq_pair``) and trimmed to the batch's longest row: the
+      computation of the classifier SavedModel export
+      (``bert_tf.export.export_classifier``) and of ``run_classifier``.
     training: enables dropout.
     skip_padding: optional bool overriding the constructor's for this call.
 
@@ -270,19 +540,22 @@ class BertClassifier(keras.Model):
 
   Raises:
     ConfigError: ``config`` is neither a ``BertConfig`` nor a valid dict.
+    ValueError: text input to a model without a preprocessor.
 
   Example:
-    >>> model = BertClassifier.from_preset("all-MiniLM-L6-v2/", num_labels=2)  # doctest: +SKIP
+    >>> model = BertClassifier.from_preset("all-MiniLM-L6-v2/", num_labels=2,  # doctest: +SKIP
+    ...                                    preprocessor=True)
     >>> model.compile(optimizer="adam", metrics=["accuracy"],  # doctest: +SKIP
     ...     loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    >>> model.fit(train_ds, validation_data=dev_ds, epochs=3)  # doctest: +SKIP
+    >>> model.fit(["a fine film", "dull"], [1, 0], epochs=3)  # doctest: +SKIP
+    >>> model.predict(["What an amazing movie!"])  # doctest: +SKIP
     >>> model = BertClassifier(config_lib.preset("tiny"), num_labels=3)
     >>> model(model.encoder.dummy_inputs(batch=2)).shape
     TensorShape([2, 3])
   """
 
   def __init__(self, config: "config_lib.BertConfig | dict", num_labels: int,
-               skip_padding: bool = True, **kwargs):
+               skip_padding: bool = True, preprocessor=None, **kwargs):
     super().__init__(**kwargs)
     config = config_lib.as_bert_config(config)
     self.config = config
@@ -291,13 +564,15 @@ class BertClassifier(keras.Model):
     self.encoder = encoder_lib.BertEncoder(config, name="bert")
     self.dropout = bert_layers.Dropout(config.hidden_dropout_prob, name="dropout")
     self.classifier = DenseHead(config, num_labels, name="classifier")
+    self.preprocessor = as_preprocessor_layer(preprocessor)
     self.built = True  # every weight exists: .keras loading needs no build
 
   def get_config(self) -> dict:
     """Keras config: ``name``, ``trainable``, ``dtype``, ``config``,
-    ``num_labels``, ``skip_padding``."""
+    ``num_labels``, ``skip_padding``, and ``preprocessor`` when it has one."""
     return dict(_model_base_config(self), config=self.config.to_dict(),
-                num_labels=self.num_labels, skip_padding=self.skip_padding)
+                num_labels=self.num_labels, skip_padding=self.skip_padding,
+                **self._text_config())
 
   @classmethod
   def from_config(cls, config: dict) -> "BertClassifier":
@@ -307,7 +582,7 @@ class BertClassifier(keras.Model):
   @classmethod
   def from_preset(cls, preset: str, num_labels: Optional[int] = None,
                   config: "config_lib.BertConfig | None" = None,
-                  **kwargs) -> "BertClassifier":
+                  preprocessor=None, **kwargs) -> "BertClassifier":
     """A classifier with pretrained weights (see :meth:`BertEncoder.from_preset`).
 
     The head is loaded too when the preset is a classifier (a ``.keras``
@@ -322,6 +597,8 @@ class BertClassifier(keras.Model):
         one's), else raises.
       config: the BertConfig when no ``bert_config.json`` sits beside
         ``preset``.
+      preprocessor: True: the preset's own (:func:`presets.preprocessor_for`:
+        its vocab, case and length); a ``BertPreprocessor``; None: ids only.
       **kwargs: model keyword arguments (``name``, ``dtype``).
 
     Returns:
@@ -330,6 +607,7 @@ class BertClassifier(keras.Model):
     Raises:
       ConfigError: ``num_labels`` None and the preset is not a classifier.
       CheckpointError: as :meth:`BertEncoder.from_preset`.
+      VocabError: ``preprocessor=True`` and the preset has no vocab.
     """
     if num_labels is None:
       num_labels = presets.run_num_labels(preset)
@@ -337,10 +615,17 @@ class BertClassifier(keras.Model):
         raise errors.ConfigError(
             "BertClassifier.from_preset(%r): pass num_labels (the preset is "
             "not a fine-tuned classifier)" % preset, argument="num_labels")
+    pre = presets.preprocessor_for(preset, preprocessor)
     return presets.load(preset, "classifier",
-                        lambda c: cls(c, num_labels, **kwargs), config)
+                        lambda c: cls(c, num_labels, preprocessor=pre, **kwargs), config)
+
+  def text_features(self, x) -> dict:
+    """Text -> ids as :class:`BertClassifier`'s call args say (export's
+    ``ClassifierServingModule.predict`` preprocessing)."""
+    return preprocessing.trim_to_longest(self._require_preprocessor()(*text_pair(x)))
 
   def call(self, inputs, training=False, skip_padding=None):
+    inputs = self._model_inputs(inputs)
     skip = self.skip_padding if skip_padding is None else skip_padding
     pooled = self.encoder(inputs, training=training,
                           skip_padding=skip)["pooled_output"]
@@ -348,7 +633,7 @@ class BertClassifier(keras.Model):
 
 
 @bert_layers.serializable
-class BertQuestionAnswerer(keras.Model):
+class BertQuestionAnswerer(TextInputsMixin, keras.Model):
   """Encoder + the original SQuAD span head (paper section 4.2, ``run_squad.create_model``).
 
   ``logits = sequence_output @ output_weights^T + output_bias`` at every
@@ -363,10 +648,26 @@ class BertQuestionAnswerer(keras.Model):
 
   Args:
     config: a :class:`bert_tf.config.BertConfig` or its dict.
+    preprocessor: optional :class:`bert_tf.preprocessing.BertPreprocessor`:
+      the model then also takes (question, context) strings
+      (``fit``/``evaluate``/``predict``, see :class:`TextInputsMixin`);
+      part of the config, its vocab a ``.keras`` asset.
+    max_query_length: word pieces of the question kept in the text input
+      (the original's ``--max_query_length``).
 
   Call args:
     inputs: dict with int32 (or int64) ``input_ids``, ``input_mask``,
-      ``segment_ids``, each [B, S].
+      ``segment_ids``, each [B, S]; or, with a preprocessor, text:
+      ``(question, context)`` or ``{"question": ..., "context": ...}``,
+      string [B] each, packed as ONE window ``[CLS] question [SEP] context
+      [SEP]`` of the preprocessor's ``max_seq_length`` S: the question's
+      first ``max_query_length`` pieces, the context's first ``S - 3 -
+      len(question)`` (the first of the original ``run_squad.py``'s
+      doc-stride windows, as the SQuAD SavedModel builds it; the span
+      choice over several windows stays in
+      :mod:`bert_tf.export.squad`). Logits are over the packed positions;
+      labels for ``fit`` on text are start/end positions in that packing
+      (0, ``[CLS]``, when the answer is not in the window).
     training: enables dropout.
     skip_padding: optional bool overriding the constructor's for this call.
 
@@ -376,6 +677,7 @@ class BertQuestionAnswerer(keras.Model):
 
   Raises:
     ConfigError: ``config`` is neither a ``BertConfig`` nor a valid dict.
+    ParamsError: ``max_query_length`` leaves no room for the context.
 
   Example:
     >>> model = BertQuestionAnswerer(config_lib.preset("tiny"))
@@ -386,17 +688,31 @@ class BertQuestionAnswerer(keras.Model):
     >>> model.save("/tmp/squad.keras")  # doctest: +SKIP
   """
 
-  def __init__(self, config: "config_lib.BertConfig | dict", **kwargs):
+  def __init__(self, config: "config_lib.BertConfig | dict", preprocessor=None,
+               max_query_length: int = 64, **kwargs):
     super().__init__(**kwargs)
     config = config_lib.as_bert_config(config)
     self.config = config
     self.encoder = encoder_lib.BertEncoder(config, name="bert")
     self.span_head = DenseHead(config, 2, name="squad")
+    self.preprocessor = as_preprocessor_layer(preprocessor)
+    self.max_query_length = int(max_query_length)
+    if self.preprocessor is not None and (
+        self.preprocessor.max_seq_length - self.max_query_length - 3 < 1):
+      raise errors.ParamsError(
+          "max_seq_length %d leaves no room for the context after a query of "
+          "max_query_length %d (needs max_seq_length >= max_query_length + 4)"
+          % (self.preprocessor.max_seq_length, self.max_query_length),
+          argument="max_query_length")
     self.built = True  # every weight exists: .keras loading needs no build
 
   def get_config(self) -> dict:
-    """Keras config: ``name``, ``trainable``, ``dtype``, ``config``."""
-    return dict(_model_base_config(self), config=self.config.to_dict())
+    """Keras config: ``name``, ``trainable``, ``dtype``, ``config``, and
+    ``preprocessor``, ``max_query_length`` when it has a preprocessor."""
+    text_config = self._text_config()
+    if text_config:
+      text_config["max_query_length"] = self.max_query_length
+    return dict(_model_base_config(self), config=self.config.to_dict(), **text_config)
 
   @classmethod
   def from_config(cls, config: dict) -> "BertQuestionAnswerer":
@@ -406,7 +722,7 @@ class BertQuestionAnswerer(keras.Model):
   @classmethod
   def from_preset(cls, preset: str,
                   config: "config_lib.BertConfig | None" = None,
-                  **kwargs) -> "BertQuestionAnswerer":
+                  preprocessor=None, **kwargs) -> "BertQuestionAnswerer":
     """A question answerer with pretrained weights (see :meth:`BertEncoder.from_preset`).
 
     The span head is loaded too when the preset has one: a Hugging Face
@@ -422,7 +738,10 @@ class BertQuestionAnswerer(keras.Model):
       preset: a path, see :meth:`BertEncoder.from_preset`.
       config: the BertConfig when no ``bert_config.json`` sits beside
         ``preset``.
-      **kwargs: model keyword arguments (``name``, ``dtype``).
+      preprocessor: True: the preset's own (:func:`presets.preprocessor_for`);
+        a ``BertPreprocessor``; None: ids only.
+      **kwargs: model keyword arguments (``name``, ``dtype``,
+        ``max_query_length``).
 
     Returns:
       a :class:`BertQuestionAnswerer`.
@@ -432,6 +751,7 @@ class BertQuestionAnswerer(keras.Model):
         fit the config, or only one of the two head weights present.
       ConfigError: no config found, or an invalid one.
     """
+    kwargs["preprocessor"] = presets.preprocessor_for(preset, preprocessor)
     kind, path, _ = presets.resolve(preset)
     if kind == "hf":
       cfg = (config_lib.as_bert_config(config) if config is not None
@@ -445,7 +765,17 @@ class BertQuestionAnswerer(keras.Model):
       checkpoints.load_tf1_squad_head(model, path)
     return model
 
+  def text_features(self, x) -> dict:
+    """``(question, context)`` -> the one window's ids [B, S] (see the call args)."""
+    pre = self._require_preprocessor()
+    question, context = text_pair(x, names=("question", "context"))
+    if context is None:
+      raise ValueError("BertQuestionAnswerer takes (question, context) text pairs")
+    query_ids = pre.tokenize(question)[:, :self.max_query_length]
+    return pre.pack([query_ids, pre.tokenize(context)], truncation="waterfall")
+
   def call(self, inputs, training=False):
+    inputs = self._model_inputs(inputs)
     seq = self.encoder(inputs, training=training)["sequence_output"]  # [B, S, H]
     batch, length = tf.shape(seq)[0], tf.shape(seq)[1]
     logits = self.span_head(tf.reshape(seq, [-1, self.config.hidden_size]))

@@ -21,6 +21,7 @@ import tensorflow as tf
 from bert_tf import checkpoints
 from bert_tf import config as config_lib
 from bert_tf import errors
+from bert_tf import preprocessing
 from bert_tf.modeling import encoder as encoder_lib
 from bert_tf.modeling import layers as bert_layers
 from bert_tf.modeling import models
@@ -33,7 +34,7 @@ HF_HEAD = {"output_weights": "classifier.weight", "output_bias": "classifier.bia
 
 
 @bert_layers.serializable
-class BertMultipleChoice(keras.Model):
+class BertMultipleChoice(models.TextInputsMixin, keras.Model):
   """Encoder over every choice + dropout + a one-output dense head.
 
   ``inputs`` [B, N, S] are flattened to [B*N, S], the encoder's
@@ -52,10 +53,19 @@ class BertMultipleChoice(keras.Model):
       logits equal the padded computation's up to float summation order,
       and a batch padded to its longest row takes about the token share of
       the time. False: the original's computation on every position.
+    preprocessor: optional :class:`bert_tf.preprocessing.BertPreprocessor`:
+      the model then also takes raw text (``fit``/``evaluate``/``predict``,
+      see :class:`bert_tf.modeling.models.TextInputsMixin`); part of the
+      config, its vocab a ``.keras`` asset.
 
   Call args:
     inputs: dict with int32 (or int64) ``input_ids``, ``input_mask``,
-      ``segment_ids``, each [B, N, S].
+      ``segment_ids``, each [B, N, S]; or, with a preprocessor, text:
+      ``(context, endings)`` or ``{"context": ..., "endings": ...}`` with
+      ``context`` string [B] and ``endings`` string [B, N], packed
+      ``[CLS] context [SEP] ending [SEP]`` per choice by
+      :func:`choice_features` (the multiple-choice SavedModel's
+      preprocessing).
     training: enables dropout.
     skip_padding: optional bool overriding the constructor's for this call.
 
@@ -75,7 +85,7 @@ class BertMultipleChoice(keras.Model):
   """
 
   def __init__(self, config: "config_lib.BertConfig | dict",
-               skip_padding: bool = True, **kwargs):
+               skip_padding: bool = True, preprocessor=None, **kwargs):
     super().__init__(**kwargs)
     self.skip_padding = bool(skip_padding)
     config = config_lib.as_bert_config(config)
@@ -83,12 +93,14 @@ class BertMultipleChoice(keras.Model):
     self.encoder = encoder_lib.BertEncoder(config, name="bert")
     self.dropout = bert_layers.Dropout(config.hidden_dropout_prob, name="dropout")
     self.classifier = models.DenseHead(config, 1, name="classifier")
+    self.preprocessor = models.as_preprocessor_layer(preprocessor)
     self.built = True  # every weight exists: .keras loading needs no build
 
   def get_config(self) -> dict:
-    """Keras config: ``name``, ``trainable``, ``dtype``, ``config``."""
+    """Keras config: ``name``, ``trainable``, ``dtype``, ``config``,
+    ``skip_padding``, and ``preprocessor`` when it has one."""
     return dict(models._model_base_config(self), config=self.config.to_dict(),  # pylint: disable=protected-access
-                skip_padding=self.skip_padding)
+                skip_padding=self.skip_padding, **self._text_config())
 
   @classmethod
   def from_config(cls, config: dict) -> "BertMultipleChoice":
@@ -98,7 +110,7 @@ class BertMultipleChoice(keras.Model):
   @classmethod
   def from_preset(cls, preset: str,
                   config: "config_lib.BertConfig | None" = None,
-                  **kwargs) -> "BertMultipleChoice":
+                  preprocessor=None, **kwargs) -> "BertMultipleChoice":
     """A multiple-choice model with pretrained weights.
 
     The head is loaded too when the preset has one: a Hugging Face
@@ -112,6 +124,9 @@ class BertMultipleChoice(keras.Model):
     Args:
       preset: a path, see :meth:`BertEncoder.from_preset`.
       config: the BertConfig when no config sits beside ``preset``.
+      preprocessor: True: the preset's own
+        (:func:`bert_tf.modeling.presets.preprocessor_for`); a
+        ``BertPreprocessor``; None: ids only.
       **kwargs: model keyword arguments (``name``, ``dtype``).
 
     Returns:
@@ -122,6 +137,7 @@ class BertMultipleChoice(keras.Model):
         fit the config, or only one of the two head weights present.
       ConfigError: no config found, or an invalid one.
     """
+    kwargs["preprocessor"] = presets.preprocessor_for(preset, preprocessor)
     kind, path, _ = presets.resolve(preset)
     if kind == "hf":
       cfg = (config_lib.as_bert_config(config) if config is not None
@@ -131,7 +147,13 @@ class BertMultipleChoice(keras.Model):
       return model
     return presets.load(preset, "multiple_choice", lambda c: cls(c, **kwargs), config)
 
+  def text_features(self, x) -> dict:
+    """``(context [B], endings [B, N])`` -> ids [B, N, S] (:func:`choice_features`)."""
+    context, endings = (x["context"], x["endings"]) if isinstance(x, dict) else x
+    return choice_features(self._require_preprocessor(), context, endings)
+
   def call(self, inputs, training=False, skip_padding=None):
+    inputs = self._model_inputs(inputs)
     ids = inputs["input_ids"]
     shape = tf.shape(ids)
     batch, choices, length = shape[0], shape[1], shape[2]
@@ -141,6 +163,37 @@ class BertMultipleChoice(keras.Model):
                           skip_padding=skip)["pooled_output"]  # [B*N, H]
     scores = self.classifier(self.dropout(pooled, training=training))  # [B*N, 1]
     return tf.reshape(scores, [batch, choices])
+
+
+def choice_features(preprocessor: preprocessing.BertPreprocessor, context,
+                    endings) -> dict:
+  """Every choice packed ``[CLS] context [SEP] ending [SEP]`` (paper section
+  4.4): the preprocessing of the multiple-choice model's text input, the
+  SWAG task and the SavedModel (:mod:`bert_tf.export.multiple_choice`).
+
+  Args:
+    preprocessor: the :class:`BertPreprocessor` (pairs truncated as the
+      original's ``_truncate_seq_pair``).
+    context: string [B] (one context for all N choices), or [B, N] (a
+      context per choice, as :func:`bert_tf.data.swag.choice_arrays` gives).
+    endings: string [B, N].
+
+  Returns:
+    dict of int32 [B, N, S'] (``input_ids``, ``input_mask``,
+    ``segment_ids``), S' = the longest packed choice of the batch
+    (:func:`bert_tf.preprocessing.trim_to_longest`).
+  """
+  context = tf.convert_to_tensor(context)
+  endings = tf.convert_to_tensor(endings)
+  batch, n = tf.shape(endings)[0], tf.shape(endings)[1]
+  if context.shape.rank == 2:  # a context per choice
+    contexts = tf.reshape(context, [-1])
+  else:
+    contexts = tf.reshape(tf.repeat(tf.reshape(context, [-1]), n), [-1])  # [B*N], row-major
+  features = preprocessing.trim_to_longest(
+      preprocessor(contexts, tf.reshape(endings, [-1])))
+  seq = tf.shape(features["input_ids"])[1]
+  return {k: tf.reshape(v, [batch, n, seq]) for k, v in features.items()}
 
 
 def choice_loss(logits, labels):

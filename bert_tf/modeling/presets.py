@@ -26,10 +26,18 @@ import tensorflow as tf
 from bert_tf import checkpoints
 from bert_tf import config as config_lib
 from bert_tf import errors
+from bert_tf import preprocessing
 
 # Written by run_classifier beside its checkpoints (labels, task).
 CLASSIFIER_RUN_CONFIG = "classifier_config.json"
 BEST_DIR = "best"
+# Every fine-tuning tool's settings file (do_lower_case, max_seq_length, ...).
+RUN_CONFIGS = (CLASSIFIER_RUN_CONFIG, "ner_config.json", "squad_config.json",
+               "swag_config.json")
+# from_preset(..., preprocessor=True) without a recorded length: the
+# original run_classifier's --max_seq_length default (capped at the model's
+# max_position_embeddings).
+DEFAULT_MAX_SEQ_LENGTH = 128
 
 
 def encoder_of(model):
@@ -222,3 +230,81 @@ def load(preset: str, what: str, factory: Callable, config=None):
       pass  # e.g. a pretraining checkpoint for a classifier: encoder only
   checkpoints.restore_object_checkpoint(path, source, encoder=encoder)
   return model
+
+
+def _preset_settings(kind: str, path: str, run_dir: Optional[str]) -> dict:
+  """``do_lower_case``, ``max_seq_length``, ``preserve_unused_tokens`` that
+  a preset records (a run's settings file; Hugging Face
+  ``tokenizer_config.json``'s ``do_lower_case``; an original directory
+  named ``cased_*`` is cased), with the defaults where it records none."""
+  settings = {"do_lower_case": True, "preserve_unused_tokens": False}
+  if kind == "hf":
+    tok = os.path.join(path, "tokenizer_config.json")
+    if os.path.exists(tok):
+      with open(tok, encoding="utf-8") as f:
+        settings["do_lower_case"] = bool(json.load(f).get("do_lower_case", True))
+    cfg = checkpoints.read_hf_config(path)
+  else:
+    name = os.path.basename(os.path.normpath(run_dir))
+    if name.startswith("cased") or "_cased" in name or "-cased" in name:
+      settings["do_lower_case"] = False
+    for run_config in RUN_CONFIGS:
+      f_path = os.path.join(run_dir, run_config)
+      if os.path.exists(f_path):
+        with open(f_path, encoding="utf-8") as f:
+          recorded = json.load(f)
+        settings.update({k: recorded[k] for k in ("do_lower_case", "max_seq_length",
+                                                  "preserve_unused_tokens")
+                         if recorded.get(k) is not None})
+    cfg = read_config(run_dir, path)
+  settings.setdefault("max_seq_length",
+                      min(DEFAULT_MAX_SEQ_LENGTH, cfg.max_position_embeddings))
+  return settings
+
+
+def preprocessor_for(preset: str, preprocessor):
+  """The preprocessor a task model built by ``from_preset`` carries.
+
+  Args:
+    preset: a path (see the module docstring).
+    preprocessor: None or False (none: the model takes ids only); a
+      :class:`bert_tf.preprocessing.BertPreprocessor` or
+      ``PreprocessorLayer`` (returned as is); True: the preset's own:
+      a ``.keras`` model's preprocessor, else ``vocab.txt`` beside the
+      weights (Hugging Face directory, original directory, our run
+      directory) with the preset's ``do_lower_case``, ``max_seq_length`` and
+      ``preserve_unused_tokens`` (a run's settings file; Hugging Face
+      ``tokenizer_config.json``; defaults: lower-casing unless the original
+      directory is named ``cased_*``, 128 tokens capped at
+      ``max_position_embeddings``).
+
+  Returns:
+    a ``BertPreprocessor`` (or the layer given), or None.
+
+  Raises:
+    errors.ConfigError: True and the preset has no vocab (naming where it
+      looked) or is a ``.keras`` model without a preprocessor.
+  """
+  if preprocessor is None or preprocessor is False:
+    return None
+  if preprocessor is not True:
+    return preprocessor
+  kind, path, run_dir = resolve(preset)
+  if kind == "keras":
+    saved = getattr(load_keras_file(path), "preprocessor", None)
+    if saved is None:
+      raise errors.ConfigError(
+          "from_preset(%r, preprocessor=True): the .keras model has no "
+          "preprocessor; pass preprocessor=BertPreprocessor(vocab_file, "
+          "do_lower_case, max_seq_length)" % preset, argument="preprocessor")
+    return saved.bert_preprocessor
+  vocab = os.path.join(path if kind == "hf" else run_dir, "vocab.txt")
+  if not os.path.exists(vocab):
+    raise errors.ConfigError(
+        "from_preset(%r, preprocessor=True): no vocab.txt at %s; pass "
+        "preprocessor=BertPreprocessor(vocab_file, do_lower_case, max_seq_length)"
+        % (preset, vocab), argument="preprocessor")
+  s = _preset_settings(kind, path, run_dir)
+  return preprocessing.BertPreprocessor(
+      vocab, s["do_lower_case"], s["max_seq_length"],
+      preserve_unused_tokens=s["preserve_unused_tokens"])

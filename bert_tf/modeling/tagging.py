@@ -48,7 +48,6 @@ import tensorflow_text as text
 from bert_tf import checkpoints
 from bert_tf import config as config_lib
 from bert_tf import errors
-from bert_tf import tokenization
 from bert_tf.modeling import encoder as encoder_lib
 from bert_tf.modeling import layers as bert_layers
 from bert_tf.modeling import models
@@ -61,10 +60,13 @@ HF_HEAD = {"output_weights": "classifier.weight", "output_bias": "classifier.bia
 IGNORE = -1  # label id of positions outside the loss ([CLS], [SEP], padding, non-first pieces)
 _PREFIX_CODES = {"O": 0, "B": 1, "I": 2, "E": 3, "S": 4}
 TAGGING_RUN_CONFIG = "ner_config.json"
+# Python str.split()'s whitespace (the split the CoNLL reader guarantees for
+# training words): \t-\r, \x1c-\x20, \x85 and Unicode Z*.
+WHITESPACE = r"[\t-\r\x{1c}-\x{20}\x{85}\p{Z}]+"
 
 
 @bert_layers.serializable
-class BertTokenClassifier(keras.Model):
+class BertTokenClassifier(models.TextInputsMixin, keras.Model):
   """Encoder + dropout + a dense layer over every position (Figure 4d).
 
   Sub-layers ``bert`` (:class:`BertEncoder`), ``dropout``
@@ -81,10 +83,31 @@ class BertTokenClassifier(keras.Model):
       summation order (at padding positions they are the head's bias), and
       a batch padded to its longest row takes about the token share of the
       time. False: the original's computation on every position.
+    preprocessor: optional :class:`bert_tf.preprocessing.BertPreprocessor`:
+      the model then also takes sentences (``fit``/``evaluate``/``predict``,
+      see :class:`bert_tf.modeling.models.TextInputsMixin`); part of the
+      config, its vocab a ``.keras`` asset.
 
   Call args:
     inputs: dict with int32 (or int64) ``input_ids``, ``input_mask``,
-      ``segment_ids``, each [B, S].
+      ``segment_ids``, each [B, S]; or, with a preprocessor, sentences:
+      string [B], split into words on whitespace as the NER SavedModel does
+      (:func:`split_words`), every word into its word pieces on its own
+      (:meth:`TaggingPreprocessor.word_pieces`), packed as the sentence's
+      FIRST window ``[CLS] pieces [SEP]`` of ``max_seq_length`` positions
+      (:meth:`TaggingPreprocessor.first_windows`; pieces beyond
+      ``max_seq_length - 2`` are dropped: the NER tool and export cover
+      long sentences with several windows). Position 0 is ``[CLS]``,
+      position ``1 + p`` the sentence's ``p``-th word piece, then ``[SEP]``
+      and padding. A word's tag is read at its first piece
+      (``first_piece`` of :meth:`TaggingPreprocessor.word_pieces`;
+      :meth:`TaggingPreprocessor.word_logits` gathers them).
+      Labels of sentences for ``fit``/``evaluate``: one tag id per word,
+      int [B, W] padded with -1 (or ragged [B, (W)]); they are moved to the
+      words' first pieces, every other position gets -1
+      (:meth:`TaggingPreprocessor.window_labels`): compile with a loss that
+      ignores -1 (``SparseCategoricalCrossentropy(from_logits=True,
+      ignore_class=-1)``).
     training: enables dropout.
     skip_padding: optional bool overriding the constructor's for this call.
 
@@ -103,7 +126,7 @@ class BertTokenClassifier(keras.Model):
   """
 
   def __init__(self, config: "config_lib.BertConfig | dict", num_labels: int,
-               skip_padding: bool = True, **kwargs):
+               skip_padding: bool = True, preprocessor=None, **kwargs):
     super().__init__(**kwargs)
     self.skip_padding = bool(skip_padding)
     if int(num_labels) < 1:
@@ -114,13 +137,16 @@ class BertTokenClassifier(keras.Model):
     self.encoder = encoder_lib.BertEncoder(config, name="bert")
     self.dropout = bert_layers.Dropout(config.hidden_dropout_prob, name="dropout")
     self.classifier = models.DenseHead(config, self.num_labels, name="classifier")
+    self.preprocessor = models.as_preprocessor_layer(preprocessor)
+    self._tagging = None  # the TaggingPreprocessor, made on first use
     self.built = True  # every weight exists: .keras loading needs no build
 
   def get_config(self) -> dict:
     """Keras config: ``name``, ``trainable``, ``dtype``, ``config``,
-    ``num_labels``, ``skip_padding``."""
+    ``num_labels``, ``skip_padding``, and ``preprocessor`` when it has one."""
     return dict(models._model_base_config(self), config=self.config.to_dict(),  # pylint: disable=protected-access
-                num_labels=self.num_labels, skip_padding=self.skip_padding)
+                num_labels=self.num_labels, skip_padding=self.skip_padding,
+                **self._text_config())
 
   @classmethod
   def from_config(cls, config: dict) -> "BertTokenClassifier":
@@ -130,7 +156,7 @@ class BertTokenClassifier(keras.Model):
   @classmethod
   def from_preset(cls, preset: str, num_labels: Optional[int] = None,
                   config: "config_lib.BertConfig | None" = None,
-                  **kwargs) -> "BertTokenClassifier":
+                  preprocessor=None, **kwargs) -> "BertTokenClassifier":
     """A token classifier with pretrained weights.
 
     The head is loaded too when the preset has one: a Hugging Face
@@ -139,11 +165,15 @@ class BertTokenClassifier(keras.Model):
     ``run_ner`` runs (L from ``ner_config.json``) and ``.keras`` token
     classifiers. From any other checkpoint only the encoder is loaded and
     the head keeps its initialization (then ``num_labels`` is required).
+    ``preprocessor``: True: the preset's own
+    (:func:`bert_tf.modeling.presets.preprocessor_for`); a
+    ``BertPreprocessor``; None: ids only.
 
     Raises:
       CheckpointError: nothing loadable, weights that do not fit, half a
         head; ConfigError: no config; ValueError: unknown ``num_labels``.
     """
+    kwargs["preprocessor"] = presets.preprocessor_for(preset, preprocessor)
     kind, path, run_dir = presets.resolve(preset)
     if kind == "hf":
       cfg = (config_lib.as_bert_config(config) if config is not None
@@ -167,7 +197,47 @@ class BertTokenClassifier(keras.Model):
                        % preset)
     return presets.load(preset, "tagging", lambda c: cls(c, num_labels, **kwargs), config)
 
+  @property
+  def tagging_preprocessor(self) -> "TaggingPreprocessor":
+    """The :class:`TaggingPreprocessor` of the model's preprocessor.
+
+    Raises:
+      ValueError: the model has no preprocessor.
+    """
+    pre = self._require_preprocessor()
+    if self._tagging is None or self._tagging.preprocessor is not pre:
+      self._tagging = TaggingPreprocessor(pre)
+    return self._tagging
+
+  def text_windows(self, sentences) -> tuple:
+    """Sentences [B] -> ``(words, pieces, windows)``: :func:`split_words`'
+    words (string RaggedTensor [B, (W)]), :meth:`TaggingPreprocessor.word_pieces`
+    and :meth:`TaggingPreprocessor.first_windows` (the call's features)."""
+    sentences = tf.strings.unicode_transcode(
+        tf.reshape(sentences, [-1]), "UTF-8", "UTF-8", errors="replace",
+        replacement_char=0xFFFD)
+    tp = self.tagging_preprocessor
+    words = split_words(sentences)[0]
+    pieces = tp.word_pieces(words)
+    return words, pieces, tp.first_windows(pieces["ids"])
+
+  def text_features(self, x) -> dict:
+    """Sentences [B] -> ids [B, S] (see the call args)."""
+    win = self.text_windows(x)[2]
+    return {k: win[k] for k in FEATURE_NAMES}
+
+  def text_labels(self, x, y):
+    """Word tag ids [B, W] (-1 padded) or [B, (W)] -> position labels [B, S]."""
+    words, pieces, win = self.text_windows(x)
+    if isinstance(y, tf.RaggedTensor):
+      flat = y.flat_values
+    else:
+      flat = tf.RaggedTensor.from_tensor(
+          tf.convert_to_tensor(y), lengths=words.row_lengths()).flat_values
+    return self.tagging_preprocessor.window_labels(win, pieces, flat)
+
   def call(self, inputs, training=False, skip_padding=None):
+    inputs = self._model_inputs(inputs)
     skip = self.skip_padding if skip_padding is None else skip_padding
     seq = self.encoder({k: inputs[k] for k in FEATURE_NAMES}, training=training,
                        skip_padding=skip)["sequence_output"]  # [B, S, H]
@@ -290,7 +360,7 @@ class TaggingPreprocessor(tf.Module):
     self.max_seq_length = preprocessor.max_seq_length
     self.doc_stride = int(doc_stride)
     self.max_windows = None if max_windows is None else int(max_windows)
-    self.unk_id = tokenization.load_vocab(preprocessor.vocab_file)["[UNK]"]
+    self.unk_id = preprocessor.unk_id
 
   def word_pieces(self, words: tf.RaggedTensor) -> dict:
     """Word pieces of every sentence.
@@ -380,6 +450,29 @@ class TaggingPreprocessor(tf.Module):
             "piece_index": tf.scatter_nd(idx, pos + 1, shape) - 1,
             "is_max_context": tf.scatter_nd(idx, tf.cast(is_max, tf.int32), shape) > 0}
 
+  def first_windows(self, ids: tf.RaggedTensor) -> dict:
+    """The first window of every sentence, empty sentences included: the
+    :meth:`windows` of a sentence with at most ``max_seq_length - 2`` pieces
+    (later pieces are dropped), one row per sentence.
+
+    Args:
+      ids: int64 RaggedTensor [B, (P)] of word pieces.
+
+    Returns:
+      dict as :meth:`windows` (``example`` = 0..B-1; ``is_max_context``
+      True at every piece), every tensor with B rows; an empty sentence is
+      ``[CLS] [SEP]``.
+    """
+    pre = self.preprocessor
+    features = pre.pack([ids])  # [CLS] ids[:S-2] [SEP], padded
+    seq = self.max_seq_length
+    length = tf.minimum(ids.row_lengths(), seq - 2)                  # [B]
+    j = tf.range(seq, dtype=tf.int64)[None, :] - 1                   # [1, S]
+    inside = (j >= 0) & (j < length[:, None])
+    piece_index = tf.where(inside, ids.row_starts()[:, None] + j, -1)
+    return dict(features, example=tf.range(tf.shape(length, tf.int64)[0]),
+                piece_index=piece_index, is_max_context=inside)
+
   def window_labels(self, win: dict, pieces: dict, word_labels) -> tf.Tensor:
     """Label ids [W, S] of the windows: each word's label at its first piece,
     :data:`IGNORE` elsewhere (other pieces, [CLS], [SEP], padding).
@@ -418,6 +511,39 @@ class TaggingPreprocessor(tf.Module):
     covered = tf.scatter_nd(idx[:, None], tf.ones_like(idx, tf.int32), [total]) > 0
     return (tf.gather(piece_logits, pieces["first_piece"]),
             tf.gather(covered, pieces["first_piece"]))
+
+
+def split_words(sentence) -> tuple:
+  """Whitespace words with code-point and byte offsets (:data:`WHITESPACE`):
+  the word split of the NER SavedModel and of the tagger's text input.
+
+  Args:
+    sentence: string [B], valid UTF-8.
+
+  Returns:
+    ``(words, start_char, end_char, start_byte, end_byte)``: RaggedTensors
+    [B, (W)] (string, then int64).
+  """
+  # The split op stops at a NUL byte: split a copy with NUL -> \x01 (same
+  # length; neither is whitespace) and cut the words from the sentence.
+  _, start_b, end_b = text.regex_split_with_offsets(
+      tf.strings.regex_replace(sentence, "\x00", "\x01"), WHITESPACE, "")
+  s0, s1 = start_b.to_tensor(0), end_b.to_tensor(0)
+  dense = tf.strings.substr(tf.expand_dims(sentence, 1), tf.cast(s0, tf.int32),
+                            tf.cast(s1 - s0, tf.int32), unit="BYTE")
+  words = tf.RaggedTensor.from_tensor(dense, lengths=start_b.row_lengths())
+  _, cp_off = tf.strings.unicode_decode_with_offsets(sentence, "UTF-8")
+  nbytes = tf.cast(tf.strings.length(sentence), tf.int64)
+  byte_base = tf.cumsum(nbytes, exclusive=True)                    # [B]
+  char_base = tf.cast(cp_off.row_starts(), tf.int64)               # [B]
+  cp_global = (tf.cast(cp_off.flat_values, tf.int64) +
+               tf.gather(byte_base, _row_ids(cp_off)))
+  rows = _row_ids(start_b)
+  to_char = lambda b: (tf.searchsorted(  # pylint: disable=unnecessary-lambda-assignment
+      cp_global, tf.cast(b.flat_values, tf.int64) + tf.gather(byte_base, rows),
+      side="left", out_type=tf.int64) - tf.gather(char_base, rows))
+  return (words, start_b.with_flat_values(to_char(start_b)),
+          end_b.with_flat_values(to_char(end_b)), start_b, end_b)
 
 
 def label_tables(labels: Sequence[str]):

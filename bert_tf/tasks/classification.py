@@ -46,8 +46,8 @@ class ClassifierParams(fine_tuning.FineTuningParams, fine_tuning.SkipPaddingPara
   plus the added ones; ``tools/run_classifier.py`` defines its flags from
   these fields (the shared ones:
   :class:`bert_tf.tasks.fine_tuning.FineTuningParams`)."""
-  task_name: str = field(help="Task (case-insensitive), see bert_tf.data.classifier_data.task_names(). Default with --tfds_name: its GLUE task.")
-  data_dir: Optional[str] = field(help="Directory with the task files in the GLUE/XNLI layout (train.tsv, dev.tsv, test.tsv; MNLI dev_matched.tsv, ...).")
+  task_name: str = field(help="Task (case-insensitive): %s. Default with --tfds_name: its GLUE task." % ", ".join(classifier_data.task_names()))
+  data_dir: Optional[str] = field(help="Directory with the task's files: %s." % classifier_data.data_files_help())
   output_dir: str = field(help="Where checkpoints and results go.")
   vocab_file: Optional[str] = field(None, "The vocabulary file of the pretrained model.")
   bert_config_file: Optional[str] = field(None, "bert_config.json of the pretrained model.")
@@ -63,6 +63,7 @@ class ClassifierParams(fine_tuning.FineTuningParams, fine_tuning.SkipPaddingPara
   labels: Optional[tuple] = field(None, "tsv/csv tasks: label names in id order (default: sorted train labels).")
   tfds_name: Optional[str] = field(None, "Read a prepared tensorflow-datasets GLUE set instead of --data_dir, e.g. glue/sst2.")
   tfds_data_dir: Optional[str] = field(None, "tensorflow-datasets data_dir holding --tfds_name (never downloaded).")
+  strict_utf8: bool = field(False, "Refuse a data file with bytes that are not UTF-8 (naming the file and line). Default: such bytes become U+FFFD, as the original reads them, with one warning naming the file, the first such line and their count.")
 
 
 def resolve_config_and_vocab(params):
@@ -107,7 +108,8 @@ def load_split(task, params, split):
   if not params.data_dir:
     raise errors.TaskError("data_dir (or tfds_name) is required", argument="data_dir")
   return classifier_data.read_split(
-      task, classifier_data.split_path(task, params.data_dir, split), split)
+      task, classifier_data.split_path(task, params.data_dir, split), split,
+      strict_utf8=params.strict_utf8)
 
 
 def eval_dataset(preprocessor, task, examples, batch_size):
@@ -129,20 +131,27 @@ def evaluate(model, preprocessor, task, examples, batch_size, dataset=None):
     (:func:`bert_tf.metrics.compute`) to floats; outputs are the logits
     float [N, K] (the predictions [N, 1] for regression).
   """
-  is_reg = task.is_regression
   if dataset is None:
     dataset = eval_dataset(preprocessor, task, examples, batch_size)
   logits = predict_logits(model, dataset)
-  if is_reg:
-    y = np.asarray(examples.labels, np.float64)
-    preds = logits[:, 0].astype(np.float64)
+  return score(task, logits, examples.labels), logits
+
+
+def score(task, outputs, labels) -> dict:
+  """``loss`` (mean cross-entropy, or mean squared error for regression) and
+  the task's GLUE metrics (:func:`bert_tf.metrics.compute`) of the model
+  outputs float [N, K] (regression [N, 1]) against N labels (int ids or
+  float scores)."""
+  if task.is_regression:
+    y = np.asarray(labels, np.float64)
+    preds = outputs[:, 0].astype(np.float64)
     results = {"loss": float(np.mean((preds - y) ** 2))}
     results.update(metrics_lib.compute(task.metrics, preds, y))
   else:
-    y = np.asarray(examples.labels)
-    results = {"loss": fine_tuning.mean_cross_entropy(logits, y)}
-    results.update(metrics_lib.compute(task.metrics, logits.argmax(-1), y))
-  return results, logits
+    y = np.asarray(labels)
+    results = {"loss": fine_tuning.mean_cross_entropy(outputs, y)}
+    results.update(metrics_lib.compute(task.metrics, outputs.argmax(-1), y))
+  return results
 
 
 def _eval_prefix(split):
@@ -150,37 +159,100 @@ def _eval_prefix(split):
   return "eval_" if split.name == "dev" else "eval_%s_" % split.name[len("dev_"):]
 
 
-def write_predictions(output_dir, task, split, examples, outputs):
+def prediction_paths(output_dir, task, split, labelled=False) -> list:
+  """The files :func:`write_predictions` writes for ``split``:
+  ``test_results.tsv``, ``predictions.tsv``, the submission file and, for a
+  labelled test file, ``test_results.txt`` (MNLI's mismatched set:
+  ``_mismatched`` names)."""
+  suffix = "" if split.name == "test" else "_" + split.name[len("test_"):]
+  paths = [os.path.join(output_dir, "test_results%s.tsv" % suffix),
+           os.path.join(output_dir, "predictions%s.tsv" % suffix),
+           os.path.join(output_dir, "%s.tsv" % (split.submission or task.name))]
+  if labelled:
+    paths.append(os.path.join(output_dir, "test_results%s.txt" % suffix))
+  return paths
+
+
+def write_predictions(output_dir, task, split, examples, outputs, results=None):
   """Writes a test split's predictions, atomically.
 
   * ``test_results.tsv`` (``test_results_mismatched.tsv`` for MNLI's
     mismatched set): one line per example, tab-separated class
     probabilities, no header (the original ``run_classifier.py``); for
     regression the predicted score.
+  * ``predictions.tsv`` (``predictions_mismatched.tsv``): a header ``id<TAB>
+    prediction<TAB>probability_<label>...`` (one column per label, in id
+    order), then per example its row id, the predicted label name and the
+    class probabilities (regression: ``id<TAB>prediction``, the score).
   * ``<submission>.tsv`` (``CoLA.tsv``, ``MNLI-m.tsv``, ...): the GLUE
     submission file, header ``index<TAB>prediction``, then the row id and the
     label name (regression: the score, 3 decimals).
+  * with ``results`` (a labelled test file, :func:`score`):
+    ``test_results.txt``, ``test_<metric> = value`` lines as
+    ``eval_results.txt``.
 
   Returns:
-    the two paths.
+    the paths written (:func:`prediction_paths`).
   """
-  suffix = "" if split.name == "test" else "_" + split.name[len("test_"):]
-  results_path = os.path.join(output_dir, "test_results%s.tsv" % suffix)
+  paths = prediction_paths(output_dir, task, split, results is not None)
+  results_path, table_path, sub_path = paths[:3]
   if task.is_regression:
     preds = outputs[:, 0]
     io_utils.atomic_write_text(results_path, "".join("%s\n" % p for p in preds))
     answers = ["%.3f" % p for p in preds]
+    table = "id\tprediction\n" + "".join(
+        "%s\t%s\n" % (i, p) for i, p in zip(examples.ids, preds))
   else:
     probs = softmax(outputs.astype(np.float64)).astype(np.float32)
-    io_utils.atomic_write_text(
-        results_path,
-        "".join("\t".join(str(p) for p in row) + "\n" for row in probs))
+    rows = ["\t".join(str(p) for p in row) for row in probs]
+    io_utils.atomic_write_text(results_path, "".join(r + "\n" for r in rows))
     answers = [task.labels[i] for i in probs.argmax(-1)]
-  sub_path = os.path.join(output_dir, "%s.tsv" % (split.submission or task.name))
+    table = "\t".join(["id", "prediction"] + ["probability_%s" % l for l in task.labels]) + \
+        "\n" + "".join("%s\t%s\t%s\n" % (i, a, r)
+                       for i, a, r in zip(examples.ids, answers, rows))
+  io_utils.atomic_write_text(table_path, table)
   io_utils.atomic_write_text(
       sub_path, "index\tprediction\n" + "".join(
           "%s\t%s\n" % (i, a) for i, a in zip(examples.ids, answers)))
-  return results_path, sub_path
+  if results is not None:
+    io_utils.atomic_write_text(paths[3], io_utils.format_results(results))
+  return paths
+
+
+def load_test_split(task, params, index, split):
+  """``(examples, labelled)`` of test split ``split`` (the ``index``-th).
+
+  A test file that has labels (one in the layout of the matching dev file:
+  GLUE ``dev.tsv`` columns, or a tsv/csv test file with the
+  ``--label_column``) is read with them, so its metrics can be reported;
+  else it is read in the task's test layout (the original's: no labels).
+  """
+  if (task.labels is not None and not params.tfds_name and index < len(task.dev)
+      and _same_header(task, params, task.dev[index], split)):
+    dev = task.dev[index]
+    labelled = dataclasses.replace(split, columns=dev.columns, header=dev.header)
+    try:
+      return load_split(task, params, labelled), True
+    except errors.TaskError:
+      pass  # not in the labelled layout: the test layout
+  return load_split(task, params, split), False
+
+
+def _same_header(task, params, dev, test) -> bool:
+  """False when the dev file's columns are numbered, it has a header and
+  the test file's first line is another (a GLUE test file in its own
+  layout); True otherwise (named columns are found by name)."""
+  cols = [c for c in dataclasses.astuple(dev.columns) if c is not None]
+  if not dev.header or not all(isinstance(c, int) for c in cols):
+    return True
+  lines = []
+  for s in (dev, test):
+    try:
+      with open(classifier_data.split_path(task, params.data_dir, s), "rb") as f:
+        lines.append(f.readline().rstrip(b"\r\n"))
+    except OSError:
+      return False
+  return lines[0] == lines[1]
 
 
 class ClassificationTask(fine_tuning.FineTuningTask):
@@ -236,8 +308,8 @@ class ClassificationTask(fine_tuning.FineTuningTask):
     self.dev_datasets = [eval_dataset(self.preprocessor, data_task, ex,
                                       params.eval_batch_size)
                          for _, ex in self.devs]
-    self.tests = ([(s, load_split(data_task, params, s)) for s in data_task.test]
-                  if do_predict else [])
+    self.tests = ([(s,) + load_test_split(data_task, params, i, s)
+                   for i, s in enumerate(data_task.test)] if do_predict else [])
     self.data_task = data_task
     self.name = data_task.name
     self.best_metric = "eval_" + metrics_lib.main_metric(data_task.metrics)
@@ -287,12 +359,28 @@ class ClassificationTask(fine_tuning.FineTuningTask):
     return out
 
   def predict(self, model, output_dir, print_fn):
-    del print_fn
+    """Writes each test split's predictions (:func:`write_predictions`);
+    a labelled test file also gets its metrics (``test_results.txt``,
+    printed). A file that exists is never overwritten: it is kept as
+    ``<name>.<N><ext>`` (:func:`bert_tf.io_utils.keep_previous`), and a line
+    says so."""
     files = []
-    for split, examples in self.tests:
+    for split, examples, labelled in self.tests:
       ds = classifier_data.examples_dataset(
           self.preprocessor, examples.texts_a, examples.texts_b, None,
           self.params.predict_batch_size)
+      outputs = predict_logits(model, ds)
+      results = None
+      if labelled:
+        res = score(self.data_task, outputs, examples.labels)
+        print_fn("%s (%d labelled examples): %s" % (split.name, len(examples), "  ".join(
+            "%s=%.4f" % (k, v) for k, v in sorted(res.items()))))
+        results = {"test_" + k: v for k, v in res.items()}
+      for path in prediction_paths(output_dir, self.data_task, split, labelled):
+        kept = io_utils.keep_previous(path)
+        if kept:
+          print_fn("kept the previous %s as %s" % (os.path.basename(path),
+                                                   os.path.basename(kept)))
       files.extend(write_predictions(output_dir, self.data_task, split, examples,
-                                     predict_logits(model, ds)))
+                                     outputs, results))
     return files

@@ -36,6 +36,7 @@ Example::
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import math
@@ -54,6 +55,7 @@ from bert_tf import config as config_lib
 from bert_tf import errors
 from bert_tf import io_utils
 from bert_tf import preprocessing
+from bert_tf import tokenization
 from bert_tf.params import field
 from bert_tf.tasks import base
 
@@ -82,7 +84,7 @@ class FineTuningParams:
   # Outputs, checkpoints and progress lines.
   predict_batch_size: int = field(8, "Batch size for predict.")
   export_dir: Optional[str] = field(None, "Export a SavedModel to EXPORT_DIR/<version>/.")
-  keep_best: bool = field(True, "With --do_train --do_eval: keep the best dev model in OUTPUT_DIR/best/.")
+  keep_best: bool = field(True, "With --do_train --do_eval: keep the best dev model in OUTPUT_DIR/best/ (by the task's dev metric; a tie keeps the later model); prediction and export use it.")
   save_checkpoints_steps: int = field(1000, "How often to save a checkpoint.")
   keep_checkpoint_max: int = field(2, "Checkpoints kept.")
   iterations_per_loop: int = field(50, "Steps per loop (and per progress line).")
@@ -124,6 +126,21 @@ def existing(path: str, argument: str, error=errors.InputError) -> str:
   return path
 
 
+def check_init_checkpoint(init_checkpoint: Optional[str]) -> None:
+  """CheckpointError naming ``--init_checkpoint`` when it is given and is
+  neither a file, a directory nor a checkpoint prefix (``<path>.index``).
+
+  Checked first, before the flags whose defaults come from the checkpoint
+  (``--bert_config_file``, ``--vocab_file``): a mistyped path is the one
+  problem to report, not the flags it would have supplied.
+  """
+  if init_checkpoint and not (tf.io.gfile.exists(init_checkpoint) or
+                              tf.io.gfile.glob(init_checkpoint + ".index") or
+                              tf.io.gfile.glob(init_checkpoint + "*.index")):
+    raise errors.CheckpointError("%r does not exist" % init_checkpoint,
+                                 argument="init_checkpoint")
+
+
 def data_path(params, name: str) -> str:
   """The path of ``params.<name>`` (``train_file``, ...): as given when it
   exists or is absolute, else under ``data_dir``."""
@@ -158,10 +175,12 @@ def resolve_config_and_vocab(params, config_dirs: Sequence[str] = (),
     check_config: a ``--bert_config_file`` must exist (ConfigError).
 
   Raises:
+    CheckpointError: ``--init_checkpoint`` does not exist (checked first);
     ConfigError / VocabError: naming the flag that is missing;
     InputError: with ``check_files``, a ``--vocab_file`` that does not exist.
   """
   ic = params.init_checkpoint
+  check_init_checkpoint(ic)
   hf = ic if (ic and checkpoints.is_hf_dir(ic)) else None
   config_file = params.bert_config_file
   if config_file:
@@ -351,6 +370,12 @@ class FineTuningTask(base.Task):
     against the model's ``vocab_size``)."""
     p = self.params
     check_max_seq_length(p, config)
+    # --do_lower_case against the checkpoint's name (the original's check),
+    # else against the vocab's content: a warning with the fix.
+    if not tokenization.validate_case_matches_checkpoint(
+        p.do_lower_case, getattr(p, "init_checkpoint", None)):
+      tokenization.warn_if_case_mismatch(tokenization.load_vocab(vocab_file),
+                                         p.do_lower_case, vocab_file)
     self.preprocessor = preprocessing.BertPreprocessor(
         vocab_file, p.do_lower_case, p.max_seq_length,
         preserve_unused_tokens=p.preserve_unused_tokens)
@@ -369,6 +394,23 @@ class FineTuningTask(base.Task):
     self.num_train_steps = 1
     if self.do_train:
       self.num_train_steps = max(1, int(rows / p.train_batch_size * p.num_train_epochs))
+
+  def with_params(self, params: FineTuningParams) -> "FineTuningTask":
+    """A copy of this task that trains with ``params`` (another learning
+    rate, batch size, epoch count, seed or ``output_dir``) on the data this
+    task already read, tokenized and featurized (a hyperparameter search
+    prepares its data once: :mod:`bert_tf.tuning`). The step count is
+    planned anew (:meth:`_replan`); fields that change the data
+    (``max_seq_length``, files) must not differ (not checked here)."""
+    new = copy.copy(self)
+    new.params = params
+    new._replan()  # pylint: disable=protected-access
+    return new
+
+  def _replan(self) -> None:
+    """Plans the steps for the current ``params`` (:meth:`_plan_steps` of
+    the same training rows)."""
+    self._plan_steps(self.train_rows)
 
   def eval_at_steps(self) -> list:
     """The global steps at which each epoch ends (dev evaluation points;

@@ -353,12 +353,7 @@ class QuestionAnsweringTask(fine_tuning.FineTuningTask):
       self.train_examples = examples
       self.num_train_features = len(features)
       self.train_arrays = features_to_arrays(features, with_positions=True)
-      self.num_train_steps = num_train_steps(
-          len(examples), len(features), p.train_batch_size, p.num_train_epochs,
-          p.epochs_over)
-      self.steps_summary = steps_summary(
-          self.num_train_steps, len(examples), len(features), p.train_batch_size,
-          p.num_train_epochs, p.epochs_over)
+      self._replan()
       logging.info("%s", self.steps_summary)
     self.predict_examples, self.predict_features = [], []
     self.predict_arrays = None
@@ -372,6 +367,19 @@ class QuestionAnsweringTask(fine_tuning.FineTuningTask):
                                              is_training=False)
       self.predict_arrays = features_to_arrays(self.predict_features,
                                                with_positions=False)
+
+  def _replan(self) -> None:
+    """``train_batch_size``, ``num_train_steps``, ``train_rows`` and
+    ``steps_summary`` of the training features for the current ``params``
+    (:meth:`FineTuningTask.with_params`)."""
+    p = self.params
+    n, k = len(self.train_examples), self.num_train_features
+    self.train_batch_size = p.train_batch_size
+    self.train_rows = k
+    self.num_train_steps = num_train_steps(n, k, p.train_batch_size,
+                                           p.num_train_epochs, p.epochs_over)
+    self.steps_summary = steps_summary(self.num_train_steps, n, k, p.train_batch_size,
+                                       p.num_train_epochs, p.epochs_over)
 
   def _read(self, path, argument, is_training):
     fine_tuning.existing(path, argument)

@@ -122,10 +122,7 @@ def choices_dataset(preprocessor: preprocessing.BertPreprocessor, contexts, endi
   if repeat:
     ds = ds.repeat()
   def encode(a, b, y=None):
-    rows = tf.shape(a)[0]
-    flat = preprocessing.trim_to_longest(
-        preprocessor(tf.reshape(a, [-1]), tf.reshape(b, [-1])))
-    features = {k: tf.reshape(v, [rows, n, -1]) for k, v in flat.items()}
+    features = multiple_choice.choice_features(preprocessor, a, b)
     return features if y is None else (features, y)
   return (ds.batch(batch_size, drop_remainder=drop_remainder)
           .map(encode, num_parallel_calls=tf.data.AUTOTUNE).prefetch(2))

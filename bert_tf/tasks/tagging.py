@@ -72,7 +72,7 @@ class NerParams(fine_tuning.SplitFilesParams, fine_tuning.SkipPaddingParams):
   predict_batch_size: int = field(32, "Batch size for predict.")
   num_train_epochs: float = field(20.0, "Number of training epochs.")
   export_dir: Optional[str] = field(None, "Export a SavedModel (raw sentences in, per-word tags and entity spans out) to EXPORT_DIR/<version>/.")
-  keep_best: bool = field(True, "With --do_train --do_eval: keep the best dev model (eval_f1) in OUTPUT_DIR/best/.")
+  keep_best: bool = field(True, "With --do_train --do_eval: keep the best dev model (eval_f1; a tie keeps the later model) in OUTPUT_DIR/best/.")
   max_examples: Optional[int] = field(None, "Read at most this many sentences of each file (quick runs).")
 
 

@@ -222,15 +222,22 @@ def test_load_vocab_equals_original(orig, vocab, tmp_path):
 
 def test_load_vocab_deviations(tmp_path, caplog):
   v = tmp_path / "vocab.txt"
-  v.write_text("[PAD]\nhello\nhello\nworld\nhello\n")
-  with caplog.at_level("WARNING"):
-    got = tk.load_vocab(str(v))
-  assert got == {"[PAD]": 0, "hello": 4, "world": 3}
-  assert list(got) == ["[PAD]", "hello", "world"]
-  assert [r.getMessage() for r in caplog.records] == [
-      "%s line 3: duplicate vocab token 'hello' (first on line 2)" % v,
-      "%s line 5: duplicate vocab token 'hello' (first on line 2)" % v]
-  caplog.clear()
+  v.write_text("[PAD]\nhello\nworld\nhello\nhello\n")
+  with pytest.raises(tk.VocabError) as e:
+    tk.load_vocab(str(v))
+  assert str(e.value) == (
+      "%s line 4: duplicate vocab token 'hello' (also on line 2); every line must "
+      "be a distinct token (id = line number)" % v)
+  v.write_bytes(b"[PAD]\nhello\nworld\nhel\nhello")  # cut mid-line
+  with pytest.raises(tk.VocabError) as e:
+    tk.load_vocab(str(v))
+  assert str(e.value).endswith(
+      "line 5: duplicate vocab token 'hello' (also on line 2); every line must be "
+      "a distinct token (id = line number): the file ends mid-line, copy the "
+      "whole vocab file")
+  v.write_bytes(b"[PAD]\nhello\nhello\nworld\n")  # a duplicate, not the last line
+  with pytest.raises(tk.VocabError, match=r"line 3: .*\(id = line number\)$"):
+    tk.load_vocab(str(v))
   v.write_text("[PAD]\nhello\n")
   with caplog.at_level("WARNING"):
     tk.load_vocab(str(v))

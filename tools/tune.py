@@ -1,0 +1,99 @@
+r"""The paper's fine-tuning procedure as one command: a hyperparameter search.
+
+``--task=classifier|squad|ner|swag``, then that task tool's own flags
+(``run_classifier``, ``run_squad``, ``run_ner``, ``run_swag``: data, init
+checkpoint, ``--max_seq_length``, ...), plus the search flags:
+``--search_space=paper`` (default: Appendix A.3's 18 configurations),
+``glue`` (section 4.1) or a JSON file of the task tool's flag names
+(``{"learning_rate": [5e-5, 3e-5], "num_train_epochs": [2, 3]}`` or ranges
+``{"low": 1e-5, "high": 1e-4, "log": true}``), ``--num_restarts``,
+``--holdout_fraction``, ``--metric``, ``--storage``. Each trial is a real run
+of the task in ``OUTPUT_DIR/trials/<n>/``; the search (an Optuna study,
+``OUTPUT_DIR/search.db`` by default) resumes when the same command runs
+again, and several processes or machines on one ``--storage`` share it.
+Writes ``search_results.csv``, ``search_results.md``, ``search_results.png``,
+``best_trial.json`` and the best trial's SavedModel under
+``OUTPUT_DIR/export/`` (see :mod:`bert_tf.tuning`).
+
+  bert-tune --task=classifier --task_name=sst-2 \
+    --data_dir=data/movie_review_sentences --init_checkpoint=HF_DIR \
+    --max_seq_length=64 --output_dir=/tmp/tune --holdout_fraction=0.1
+"""
+
+import importlib
+import sys
+
+from bert_tf.tools import _startup
+_startup.setup(tensorflow=True)
+
+from absl import flags
+
+from bert_tf.tools import _common
+from bert_tf import tuning
+
+FLAGS = flags.FLAGS
+TOOL = "tune"
+TOOLS = {"classifier": "run_classifier", "squad": "run_squad", "ner": "run_ner",
+         "swag": "run_swag"}
+
+flags.DEFINE_enum("task", None, list(tuning.TASKS),
+                  "The fine-tuning task; its tool's flags (run_classifier, run_squad, "
+                  "run_ner, run_swag) follow.")
+_common.define_flags(tuning.SearchParams)
+flags.adopt_module_key_flags(_common)  # --helpshort lists the search flags too
+
+
+def task_from_argv(argv) -> str:
+  """``--task``'s value on the command line (before absl parses it), or None."""
+  for i, arg in enumerate(argv[1:], 1):
+    if arg.startswith("--task="):
+      return arg.split("=", 1)[1]
+    if arg == "--task" and i + 1 < len(argv):
+      return argv[i + 1]
+  return None
+
+
+_TASK = task_from_argv(sys.argv)
+_TOOL_MODULE = None
+if _TASK in TOOLS:  # the task tool's own flags, defined as that tool defines them
+  _TOOL_MODULE = importlib.import_module("bert_tf.tools." + TOOLS[_TASK])
+  flags.adopt_module_key_flags(_TOOL_MODULE)
+
+
+def export_best(run_dir: str, export_dir: str) -> str:
+  """The export hook: the trial's kept model with the task's own SavedModel
+  export (:func:`bert_tf.export.fine_tuned.export_run`, as
+  ``export_saved_model.py`` exports any finished run)."""
+  from bert_tf.export import fine_tuned  # pylint: disable=g-import-not-at-top
+  return fine_tuned.export_run(fine_tuned.load_run(run_dir), None, export_dir)
+
+
+def main(argv):
+  del argv
+  if _TOOL_MODULE is None:
+    sys.exit("%s: error: --task is required: one of %s (then that task tool's flags)"
+             % (TOOL, ", ".join(TOOLS)))
+
+  def run_search():
+    prepare = getattr(_TOOL_MODULE, "resolve_task_name", None)
+    overrides = prepare() if prepare is not None else {}
+    strategy = _common.strategy_from_flags()
+    kind = tuning.TASKS[FLAGS.task]
+    params = _common.params_from_flags(kind.params_cls, **overrides)
+    search = tuning.Search(
+        FLAGS.task, params, _common.params_from_flags(tuning.SearchParams),
+        strategy=strategy, exporter=export_best,
+        do_predict=bool(FLAGS["do_predict"].value) if "do_predict" in FLAGS else False,
+        print_fn=lambda line: print(line, flush=True))
+    search.run()
+
+  _common.reporting_errors(TOOL, run_search)
+
+
+def run():
+  """Console-script entry point."""
+  _startup.run_app(main, __name__)
+
+
+if __name__ == "__main__":
+  run()

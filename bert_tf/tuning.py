@@ -590,9 +590,17 @@ class Search:
     url = self.storage_url()
     kwargs = {"connect_args": {"timeout": 120}} if url.startswith("sqlite") else {}
     hb = self.sp.heartbeat_seconds
-    storage = optuna.storages.RDBStorage(
-        url, engine_kwargs=kwargs, heartbeat_interval=hb, grace_period=2 * hb,
-        heartbeat_stale_trial_callback=_retry_callback(self.sp.max_retries))
+    import sqlalchemy.exc  # pylint: disable=g-import-not-at-top
+    for attempt in range(10):
+      try:  # workers started together race to create the schema: retry
+        storage = optuna.storages.RDBStorage(
+            url, engine_kwargs=kwargs, heartbeat_interval=hb, grace_period=2 * hb,
+            heartbeat_stale_trial_callback=_retry_callback(self.sp.max_retries))
+        break
+      except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.OperationalError):
+        if attempt == 9:
+          raise
+        time.sleep(0.5 + random.random())
     if self.space.is_grid and self.sp.sampler == "auto":
       grid = dict(self.space.params, seed=self.seeds)
       sampler = optuna.samplers.GridSampler(grid, seed=self.base.seed)

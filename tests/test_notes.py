@@ -170,7 +170,7 @@ def test_retired_benchmarks_are_gone_and_their_entries_exist():
   entries = log_entries()
   bad = []
   for cells in table_rows(body):
-    files = re.findall(r"`([\w.]+\.(?:py|sh))", cells[0])
+    files = re.findall(r"`([\w./]+\.(?:py|sh|c))", cells[0])
     assert files, "Retired benchmarks: a row names no file: %s" % cells[0]
     for f in files:
       if "--" not in cells[0] and os.path.exists(os.path.join(ROOT, "bench", f)):

@@ -197,5 +197,11 @@ def test_fine_tuning_takes_the_config_beside_a_pretraining_run(tmp_path, task):
   for ic in (str(run), str(run / "ckpt-40")):
     config, vocab = resolve(params(ic))
     assert (config.hidden_size, vocab) == (96, VOCAB), (ic, config.hidden_size)
+  bare = tmp_path / "bare"  # a checkpoint with no config beside it
+  bare.mkdir()
+  (bare / "ckpt-1.index").write_text("")
   with pytest.raises(errors.ConfigError, match="bert_config_file is required unless"):
+    resolve(params(str(bare / "ckpt-1")))
+  # A path that does not exist is that error, first (issue 40).
+  with pytest.raises(errors.CheckpointError, match="does not exist"):
     resolve(params(str(tmp_path / "nothing")))

@@ -20,7 +20,8 @@ import time
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _PRECISION = os.path.join(_ROOT, "bert_tf", "precision.py")
-RESULTS = os.path.join(_ROOT, "bench", "results")
+# BENCH_RESULTS: another folder for the records (a driver of many runs).
+RESULTS = os.environ.get("BENCH_RESULTS") or os.path.join(_ROOT, "bench", "results")
 
 
 def _precision():

@@ -2,7 +2,8 @@
 
 Fine-tunes pretrained BERT weights (default: the real all-MiniLM-L6-v2) on an
 SST-2-layout task (default ``data/movie_review_sentences``: 9,531 train /
-1,035 dev movie-review sentences, 2 labels) with ONE recipe, per seed
+1,035 dev movie-review sentences, 2 labels; ``--task_name=pairs`` for a
+sentence-pair TSV such as ``data/dialog_reply_pairs``) with ONE recipe, per seed
 (``--seeds 1,2,3``), twice:
 
 * ``transformers.BertForSequenceClassification`` on CPU PyTorch: the
@@ -47,14 +48,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def subset_tsv(src, dst, limit):
   """Copies the header and the first ``limit`` rows (all when None) of an
-  SST-2 TSV; returns ``(sentences, int labels)`` of those rows."""
+  SST-2 TSV (``sentence, label``) or a pairs TSV (``sentence1, sentence2,
+  label``); returns ``(texts, int labels)`` of those rows, a text being a
+  sentence or a ``(sentence1, sentence2)`` pair."""
   with open(src, encoding="utf-8") as f:
     lines = f.read().splitlines()
   body = [l for l in lines[1:] if l.strip()][:limit]
   with open(dst, "w", encoding="utf-8") as f:
     f.write("\n".join(lines[:1] + body) + "\n")
   rows = [l.split("\t") for l in body]
-  return [r[0] for r in rows], [int(r[1]) for r in rows]
+  return [r[0] if len(r) == 2 else tuple(r[:2]) for r in rows], [int(r[-1]) for r in rows]
 
 
 def run_hf(args, seed, train, dev):
@@ -69,7 +72,8 @@ def run_hf(args, seed, train, dev):
   start_time = time.time()
 
   def encode(texts):
-    enc = tok(texts, truncation=True, max_length=args.max_seq_length,
+    pairs = isinstance(texts[0], tuple)  # HF's sentence-pair call: two lists
+    enc = tok(*(list(zip(*texts)) if pairs else [texts]), truncation=True, max_length=args.max_seq_length,
               padding="max_length", return_tensors="pt")
     return {k: enc[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
   dv_x, dv_y = encode(dev[0]), torch.tensor(dev[1])
@@ -82,6 +86,8 @@ def main():
   ap = parser("classifier", __doc__, "movie_review_sentences", epochs=3,
               batch_size=32, unit="sentences")
   ap.set_defaults(data_dir=os.path.join(ROOT, "data", "movie_review_sentences"))
+  ap.add_argument("--task_name", default="sst-2", choices=("sst-2", "pairs"),
+                  help="Our --task_name: sst-2 or pairs (e.g. data/dialog_reply_pairs).")
   args = ap.parse_args()
   lines, results = start(args, "accuracy", "dev accuracy")
   with tempfile.TemporaryDirectory(prefix="bench_classifier_") as tmp:
@@ -93,7 +99,7 @@ def main():
     def ours(seed):
       """tools/run_classifier.py with the same recipe."""
       res, run = run_ours(args, seed, "run_classifier", data,
-                          os.path.join(tmp, "ours-%d" % seed), ["--task_name=sst-2"])
+                          os.path.join(tmp, "ours-%d" % seed), ["--task_name=" + args.task_name])
       return dict(accuracy=float(res["eval_accuracy"]), **run)
     run_seeds(args, results, lambda seed: run_hf(args, seed, train, dev), ours)
   finish(args, lines, results, "accuracy", "dev accuracy")

@@ -1,14 +1,11 @@
-"""Planted defects: does the fast test suite catch each of ~20 deliberate bugs?
+"""Planted defects: does the fast test suite catch each of 25 deliberate bugs?
 
-Each defect is one small, plausible bug (an off-by-one in the SQuAD
-doc-stride windows, the 80/10/10 masking rule swapped to 10/80/10, GELU's
-erf form where the config's ``gelu`` means the original's tanh form, a
-dropped ``##`` in WordPiece, ...). For each one, one at a time:
+Each defect is one small, plausible bug (an off-by-one in SQuAD's doc-stride
+windows, 80/10/10 masking swapped to 10/80/10, erf GELU for the original's
+tanh, a dropped ``##`` in WordPiece, ...). For each, one at a time:
 
-1. the repository's files are copied to a fresh temporary directory
-   (``data/`` included): the tracked ones as they are in the work tree, and
-   untracked ones that git does not ignore (``git ls-files --cached
-   --others --exclude-standard``); ``--ref REV`` takes a commit's instead;
+1. the work tree's files that git does not ignore (``data/`` included) are
+   copied to a fresh temporary directory (``--ref REV``: a commit's);
 2. the defect is applied there: its exact ``old`` snippet must occur ONCE in
    its file (else the script stops before running anything: a code change
    that moved the snippet must not silently test nothing);
@@ -21,19 +18,12 @@ dropped ``##`` in WordPiece, ...). For each one, one at a time:
 Before the defects, the union of the selected defects' tests runs once on an
 unpatched copy and must pass (else the report means nothing; exit 2).
 
-Which code runs: the venv (``<repo>/.venv``) has ``bert_tf`` as a setuptools
-editable install whose finder maps ``bert_tf``, ``bert_tf.export`` and
-``bert_tf.tools`` to THIS checkout's ``bert_tf/``, ``export/`` and
-``tools/``. A copy's ``bert_tf`` already wins for the top-level package
-(``PYTHONPATH=<copy>``, the path finder runs before the editable finder),
-but ``bert_tf.export`` and ``bert_tf.tools`` have no directory under the
-copy's ``bert_tf/`` and would still come from the checkout. So every run
-gets ``PYTHONPATH=<shim>:<copy>``, where ``<shim>/sitecustomize.py``
-re-points the editable finder's mapping at the copy (subprocesses inherit
-it: tools run by ``run_tool`` use the copy too). Step 3 checks, in a fresh
-interpreter with that environment, that ``importlib.util.find_spec`` of the
-patched module resolves to the copy's file and that the file holds the
-defect.
+Which code runs: the venv's editable install maps ``bert_tf``,
+``bert_tf.export`` and ``bert_tf.tools`` to THIS checkout, so every run gets
+``PYTHONPATH=<shim>:<copy>`` whose ``sitecustomize.py`` re-points that
+mapping at the copy (subprocesses inherit it); step 3 checks in a fresh
+interpreter that ``find_spec`` of the patched module is the copy's file
+holding the defect.
 
 Usage (from the repository root; ~15 min for all on a busy 2-core box):
 
@@ -42,8 +32,8 @@ Usage (from the repository root; ~15 min for all on a busy 2-core box):
   .venv/bin/python bench/planted_defects.py --only squad_doc_stride_off_by_one
   .venv/bin/python bench/planted_defects.py --only a,b --no-baseline --keep
 
-Exit status: 0 when every selected defect is caught; 1 when one is missed
-or errs; 2 when the baseline fails or a snippet is not found exactly once.
+Exit status: 0 when every selected defect is caught; 1 when one is missed or
+errs; 2 when the baseline fails or a snippet is not found exactly once.
 """
 
 import argparse

@@ -485,6 +485,9 @@ class Runner:
       keras.utils.set_random_seed(p.seed)
     set_dtype_policy(p.dtype, strategy, self.print_fn)
     spec = task.optimizer_spec()
+    warning = task.warmup_warning() if do_train else None
+    if warning:
+      self.print_fn(warning)
     num_workers, worker_index, is_chief = worker_info(strategy)
     batch = getattr(task, "train_batch_size", None)
     if do_train and batch is not None and batch % (

@@ -91,6 +91,11 @@ class Task:
     """The optimizer schedule (requires the task to know its step count)."""
     raise NotImplementedError
 
+  def warmup_warning(self) -> Optional[str]:
+    """One line the runner prints before training when the optimizer
+    settings risk a known failure (None: nothing to say)."""
+    return None
+
   def build_model(self) -> keras.Model:
     """The model, built (variables created); called in ``strategy.scope()``."""
     raise NotImplementedError

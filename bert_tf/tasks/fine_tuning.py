@@ -54,6 +54,7 @@ from bert_tf import precision
 from bert_tf import config as config_lib
 from bert_tf import errors
 from bert_tf import io_utils
+from bert_tf import optimization
 from bert_tf import preprocessing
 from bert_tf import tokenization
 from bert_tf.params import field
@@ -425,6 +426,25 @@ class FineTuningTask(base.Task):
     return base.OptimizerSpec(p.learning_rate, self.num_train_steps,
                               int(self.num_train_steps * p.warmup_proportion),
                               p.optimizer)
+
+  def warmup_warning(self) -> Optional[str]:
+    """The line printed before training with ``--optimizer=adamw_original``
+    and a warm-up far below ~1/(1 - beta_2) = 1,000 steps (issue 42): the
+    original's AdamWeightDecay has no bias correction, so its steps at the
+    peak learning rate are several times Adam's, the cause of unstable and
+    degenerate fine-tuning on small sets that Zhang et al. 2021 ("Revisiting
+    Few-sample BERT Fine-tuning") and Mosbach et al. 2021 ("On the Stability
+    of Fine-tuning BERT") report. None otherwise."""
+    spec = self.optimizer_spec()
+    ratio = optimization.short_warmup_ratio(spec.name, spec.num_warmup_steps)
+    if ratio is None:
+      return None
+    return ("warning: --optimizer=adamw_original (the original's AdamWeightDecay, no bias "
+            "correction) with %d warm-up steps, far below ~1000 (1/(1-beta_2)): at the "
+            "peak learning rate its steps are %.1fx Adam's, which makes fine-tuning on "
+            "small sets unstable (Zhang et al. 2021; Mosbach et al. 2021). Pass "
+            "--optimizer=adamw (bias-corrected, as Hugging Face) for stable runs"
+            % (spec.num_warmup_steps, ratio))
 
   def load_weights(self, model, path: str) -> Optional[str]:
     """Loads ``--init_checkpoint`` ``path`` into ``model``; returns what was

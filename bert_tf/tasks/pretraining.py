@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import math
 import os
 from typing import Optional, Tuple
 
@@ -36,6 +35,7 @@ import tensorflow as tf
 from bert_tf import checkpoints
 from bert_tf import config as config_lib
 from bert_tf import errors
+from bert_tf import optimization
 from bert_tf import precision
 from bert_tf import tokenization
 from bert_tf.data.pretraining import documents
@@ -145,14 +145,8 @@ def summarize(sums):
   return out
 
 
-def early_step_ratio(step: int, beta_1: float = 0.9, beta_2: float = 0.999) -> float:
-  """How much larger the original AdamWeightDecay's update is than Adam's
-  bias-corrected one at ``step`` (1-based), for the same gradients:
-  ``(1 - beta_1**t) / sqrt(1 - beta_2**t)`` (its m and v lack the
-  corrections ``1/(1 - beta**t)``). 3.2 at step 100, 1.6 at 500, 1.3 at
-  1,000, 1.0 from a few thousand steps on."""
-  t = max(int(step), 1)
-  return (1.0 - beta_1 ** t) / math.sqrt(1.0 - beta_2 ** t)
+# The original optimizer's early over-sized steps (moved to bert_tf.optimization).
+early_step_ratio = optimization.early_step_ratio
 
 
 def warmup_warning(params) -> Optional[str]:
@@ -165,10 +159,8 @@ def warmup_warning(params) -> Optional[str]:
   predicting the commonest tokens (BUILD_NOTES: the stall). Returns None
   when nothing is wrong.
   """
-  if params.optimizer != "adamw_original" or params.num_warmup_steps >= 1000:
-    return None
-  ratio = early_step_ratio(max(params.num_warmup_steps, 1))
-  if ratio < 1.5:
+  ratio = optimization.short_warmup_ratio(params.optimizer, params.num_warmup_steps)
+  if ratio is None:
     return None
   return ("warning: --optimizer=adamw_original (the original's AdamWeightDecay, no "
           "bias correction) with --num_warmup_steps=%d, far below ~1000 steps "

@@ -97,10 +97,13 @@ def test_pretrain_finetune_export_chain(tmp_path):
   copy_slice(MOVIE_DIR + "/train.tsv", sst + "/train.tsv", every=40)
   copy_slice(MOVIE_DIR + "/dev.tsv", sst + "/dev.tsv", every=20)
   ft_dir, export_dir = str(tmp_path / "ft"), str(tmp_path / "export")
-  run_tool(["tools/run_classifier.py", "--task_name=sst-2", "--do_train", "--do_eval",
-            "--data_dir=" + sst, "--vocab_file=" + VOCAB,
-            "--init_checkpoint=" + pt_dir, "--max_seq_length=64", "--train_batch_size=16",
-            "--num_train_epochs=1", "--output_dir=" + ft_dir, "--export_dir=" + export_dir])
+  p = run_tool(["tools/run_classifier.py", "--task_name=sst-2", "--do_train", "--do_eval",
+                "--data_dir=" + sst, "--vocab_file=" + VOCAB,
+                "--init_checkpoint=" + pt_dir, "--max_seq_length=64", "--train_batch_size=16",
+                "--num_train_epochs=1", "--output_dir=" + ft_dir, "--export_dir=" + export_dir])
+  # The default optimizer with 1 warm-up step: one line names the risk and the fix.
+  (warning,) = [l for l in p.stdout.splitlines() if l.startswith("warning: --optimizer")]
+  assert "1 warm-up steps" in warning and "--optimizer=adamw " in warning, warning
   ev = open(os.path.join(ft_dir, "eval_results.txt")).read()
   assert "eval_accuracy = " in ev and "global_step = 14" in ev
   export_path = os.path.join(export_dir, "1")

@@ -15,7 +15,7 @@ from bert_tf.tasks import tagging
 
 from conftest import ROOT
 
-NOTES_SENTENCE = re.compile(r"The fine-tuning tools' default optimizer is `(\w+)`")
+NOTES_SENTENCE = re.compile(r"The fine-tuning tools'\s+default\s+optimizer\s+is\s+`(\w+)`")
 
 
 def _default(params_cls, name="optimizer"):

@@ -144,9 +144,9 @@ def test_every_readme_block_runs_as_written_in_a_clone_without_shared(tmp_path):
   runs = os.path.join(clone, "runs", "readme")
   for rel in ("sst2/eval_results.txt", "sst2_export/1/saved_model.pb",
               "pairs/eval_results.txt", "squad/predictions.json",
-              "squad2/null_odds.json", "swag/predictions.csv",
-              "ner/test_predictions.txt", "features.jsonl",
-              "squad_reexport/1/saved_model.pb", "pretrain/eval_results.txt",
+              "swag/predictions.csv", "ner/test_predictions.txt", "features.jsonl",
+              "sst2_reexport/1/saved_model.pb", "pretrain_encoder/1/saved_model.pb",
+              "pretrain/eval_results.txt",
               "sst2.keras"):
     assert os.path.exists(os.path.join(runs, rel)), rel
   assert ran >= 13

@@ -4,7 +4,8 @@ A tiny BERT (data/configs/bert_tiny_config.json) on a balanced 48/16-row
 slice of data/movie_review_sentences, one epoch of batch 8 (6 steps) per
 trial. The module fixture runs one 2-configuration search in-process
 through the Python API; the slow tests run ``tools/tune.py`` in subprocesses
-(2 workers on one SQLite study; ``kill -9`` mid-trial and a rerun).
+(2 workers on one SQLite study; ``kill -9`` mid-trial and a rerun, which ends
+bit-identical to an uninterrupted search with ``--deterministic``).
 """
 
 import collections
@@ -285,7 +286,8 @@ def test_two_workers_share_a_grid_each_configuration_once(tmp_path, data_dir):
 def test_kill_9_mid_trial_then_the_same_command_resumes_it(tmp_path, data_dir):
   space = _space(tmp_path / "space.json", num_train_epochs=[2])  # 12 steps a trial
   out = tmp_path / "out"
-  cmd = _tool(data_dir, out, space, "--iterations_per_loop=1", "--save_checkpoints_steps=1")
+  flags = ("--iterations_per_loop=1", "--save_checkpoints_steps=1", "--deterministic")
+  cmd = _tool(data_dir, out, space, *flags)
   proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL,
                           stderr=subprocess.DEVNULL, start_new_session=True)
   second = out / "trials" / "1"
@@ -311,6 +313,31 @@ def test_kill_9_mid_trial_then_the_same_command_resumes_it(tmp_path, data_dir):
   assert rows[0]["metric"] == first[0]["metric"]
   assert rows[1]["steps"] == "12"
   assert (out / "trials" / "0" / "log.txt").read_text().count("fine-tuning sst-2") == 1
+
+  # Exactly as if never killed: trial 1's configuration searched without a
+  # kill (--deterministic; the same seed) ends with the same weights,
+  # optimizer slots, dev figures, kept model and metric. (Its input position
+  # is in the checkpoint: without it the resumed trial re-reads its data
+  # from the start and ends elsewhere.)
+  from test_squad_resume import variables  # pylint: disable=g-import-not-at-top
+  ref = tmp_path / "ref"
+  one = _space(tmp_path / "one.json", num_train_epochs=[2],
+               learning_rate=[float(rows[1]["learning_rate"])])
+  subprocess.run(_tool(data_dir, ref, one, *flags), cwd=ROOT, check=True,
+                 capture_output=True, timeout=900)
+  [alone] = _rows(ref)
+  assert (alone["learning_rate"], alone["steps"], alone["status"]) == (
+      rows[1]["learning_rate"], "12", "COMPLETE")
+  assert alone["metric"] == rows[1]["metric"]
+  resumed, uninterrupted = variables(str(second)), variables(str(ref / "trials" / "0"))
+  assert sorted(resumed) == sorted(uninterrupted) and len(resumed) > 20
+  differ = [k for k in resumed if resumed[k].tobytes() != uninterrupted[k].tobytes()]
+  assert not differ, "%d of %d tensors differ: %s" % (len(differ), len(resumed), differ[:5])
+  for name in ("eval_results.txt", os.path.join("best", "best.json"),
+               os.path.join("best", "eval_results.txt")):
+    assert ((second / name).read_text().replace(str(second), "RUN") ==
+            (ref / "trials" / "0" / name).read_text().replace(str(ref / "trials" / "0"),
+                                                              "RUN")), name
 
 
 def test_range_search_with_restarts_and_holdout(tmp_path, data_dir):

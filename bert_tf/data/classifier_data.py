@@ -39,7 +39,9 @@ import csv
 import dataclasses
 import os
 import sys
+from typing import Optional
 
+import numpy as np
 import tensorflow as tf
 from bert_tf import errors
 from bert_tf import io_utils
@@ -520,30 +522,113 @@ def read_tfds_split(task, tfds_name, tfds_data_dir, split):
   return out
 
 
+def index_batches(num_rows: int, batch_size: int, shuffle: bool = False,
+                  seed: Optional[int] = None, drop_remainder: bool = False,
+                  lengths=None, bucket_boundaries=None) -> tf.data.Dataset:
+  """Batches of row indices: the checkpointable core of the fine-tuning
+  input pipelines (the rows are gathered from in-memory arrays per batch).
+
+  Shuffled, every epoch is one permutation of the N indices, drawn by a
+  stateless op from ``(seed, epoch)`` (Philox). A training iterator's
+  checkpoint then holds one int64 [N] tensor (the current epoch's
+  permutation) and a position, not a shuffle buffer: ``Dataset.shuffle(N)``
+  saves its buffer element by element, about 190 bytes per row (measured:
+  N = 67,349, SST-2, 14 MB and 1.1 s per checkpoint, 1.8 s to restore;
+  N = 392,702, MNLI, 82 MB, 6.9 s and 11.5 s; the permutation 0.9 and 5.7
+  MB, 0.01-0.05 s). So a killed run resumes at its exact data position
+  cheaply (:attr:`bert_tf.tasks.base.Task.resumable_input`).
+
+  Args:
+    num_rows: N, the rows to index (>= 1 when shuffled).
+    batch_size: indices per batch.
+    shuffle: a new permutation of all N indices every epoch (seeded),
+      repeated forever (a batch may span two epochs, as
+      ``shuffle().repeat().batch()``); False: one ordered pass.
+    seed: the shuffle seed (None: one drawn from NumPy's global generator,
+      which ``keras.utils.set_random_seed`` seeds).
+    drop_remainder: only full batches.
+    lengths: with ``bucket_boundaries``: int [N] token length of every row.
+    bucket_boundaries: increasing lengths; batches then hold rows of
+      similar length (``Dataset.bucket_by_sequence_length``: a bucket's
+      batch is emitted when it holds ``batch_size`` rows; always full
+      batches). Needs ``shuffle`` (the stream repeats).
+
+  Returns:
+    ``tf.data.Dataset`` of int64 [B] row indices.
+
+  Raises:
+    ValueError: ``shuffle`` with no rows; ``bucket_boundaries`` without
+      ``shuffle`` or ``lengths``.
+
+  Source: the original ``run_classifier.py`` shuffles its in-memory
+  features every epoch (``d.repeat().shuffle(buffer_size=100)`` over a
+  ``from_tensor_slices``); here the whole set, in another (stateless) way.
+  """
+  if not shuffle:
+    if bucket_boundaries:
+      raise ValueError("bucket_boundaries needs shuffle (a repeated stream)")
+    return tf.data.Dataset.range(num_rows).batch(batch_size, drop_remainder=drop_remainder)
+  if num_rows < 1:
+    raise ValueError("no rows to shuffle")
+  if seed is None:
+    seed = int(np.random.randint(0, 2 ** 31 - 1))
+
+  def permutation(epoch):
+    return tf.random.experimental.stateless_shuffle(
+        tf.range(num_rows, dtype=tf.int64),
+        seed=tf.stack([tf.constant(seed, tf.int64), epoch]), alg="philox")
+  ds = tf.data.Dataset.counter().map(permutation).unbatch()
+  if not bucket_boundaries:
+    return ds.batch(batch_size, drop_remainder=drop_remainder)
+  if lengths is None:
+    raise ValueError("bucket_boundaries needs the rows' lengths")
+  lengths = tf.constant(lengths, tf.int32)
+  return ds.bucket_by_sequence_length(
+      lambda i: tf.gather(lengths, i), list(bucket_boundaries),
+      [batch_size] * (len(bucket_boundaries) + 1), drop_remainder=True)
+
+
 def examples_dataset(preprocessor, texts_a, texts_b, label_ids, batch_size,
                      shuffle=False, seed=None, drop_remainder=False,
                      bucket_boundaries=None, label_dtype=tf.int32):
   """tf.data pipeline: raw strings -> preprocessed, batched features.
 
-  The preprocessing is ``preprocessor`` (a :class:`BertPreprocessor`), the
-  same object the export bakes in. Each batch is trimmed to its longest row
-  (exact: padding is masked out).
+  Batches of row indices (:func:`index_batches`: shuffled, optionally
+  bucketed by length) gather the strings, and ``preprocessor`` (a
+  :class:`BertPreprocessor`, the same object the export bakes in) tokenizes
+  and packs each batch in the pipeline. Each batch is trimmed to its longest
+  row (exact: padding is masked out). The iterator of a shuffled dataset is
+  checkpointable (its state: the epoch's index permutation and position, the
+  length buckets' indices and the prefetched batches; the tensorflow-text
+  ops and the vocab lookup are no external state to tf.data), so a training
+  run resumes at its exact data position.
 
   Args:
-    texts_a, texts_b: lists of str (texts_b None for single-sentence tasks).
-    label_ids: list of int (or float for regression), or None.
+    preprocessor: a :class:`bert_tf.preprocessing.BertPreprocessor`.
+    texts_a, texts_b: N str each (texts_b None for single-sentence tasks).
+    label_ids: N int (or float for regression), or None.
     batch_size: examples per batch.
-    shuffle: shuffle the whole set each epoch (seeded), and repeat forever.
+    shuffle: shuffle the whole set each epoch (seeded), and repeat forever
+      (:func:`index_batches`).
+    seed: the shuffle seed.
     drop_remainder: only full batches.
     bucket_boundaries: optional increasing token lengths; batches then hold
       examples of similar length (less padding, faster training). Needs
-      ``shuffle`` (the stream repeats) and labels.
+      ``shuffle`` (the stream repeats). The token length of every example is
+      computed once, here (:func:`token_lengths`: one pass of
+      ``preprocessor`` over the texts; measured 1.1 s for the 9,531
+      movie-review sentences at ``max_seq_length`` 64, tracing included, 2
+      CPU cores).
     label_dtype: ``tf.int32`` (class ids) or ``tf.float32`` (regression).
 
   Returns:
     ``tf.data.Dataset`` of ``(features, labels)`` (or features alone when
-    ``label_ids`` is None); features are int32 [B, S'] dicts, labels
-    ``label_dtype`` [B].
+    ``label_ids`` is None); features are int32 [B, S'] dicts
+    (``input_ids``, ``input_mask``, ``segment_ids``; S' <= the
+    preprocessor's ``max_seq_length``), labels ``label_dtype`` [B].
+
+  Raises:
+    ValueError: ``bucket_boundaries`` without ``shuffle``.
   """
   from bert_tf import preprocessing  # pylint: disable=g-import-not-at-top
   cols = {"text_a": tf.constant(texts_a)}
@@ -551,11 +636,9 @@ def examples_dataset(preprocessor, texts_a, texts_b, label_ids, batch_size,
     cols["text_b"] = tf.constant(texts_b)
   if label_ids is not None:
     cols["label_ids"] = tf.constant(label_ids, label_dtype)
-  ds = tf.data.Dataset.from_tensor_slices(cols)
-  if shuffle:
-    ds = ds.shuffle(len(texts_a), seed=seed, reshuffle_each_iteration=True).repeat()
 
-  def prep(batch):
+  def prep(idx):
+    batch = {k: tf.gather(v, idx) for k, v in cols.items()}
     feats = preprocessor(batch["text_a"], batch.get("text_b"))
     if "label_ids" in batch:
       feats["label_ids"] = batch["label_ids"]
@@ -571,14 +654,32 @@ def examples_dataset(preprocessor, texts_a, texts_b, label_ids, batch_size,
   # No Python control flow on tensors here: skipping AutoGraph's conversion
   # of the tensorflow-text code makes tracing several times faster.
   plain = tf.autograph.experimental.do_not_convert
-  if bucket_boundaries:
-    # Tokenize in large batches, then regroup single examples by length.
-    ds = ds.batch(1024).map(plain(prep), num_parallel_calls=tf.data.AUTOTUNE).unbatch()
-    ds = ds.bucket_by_sequence_length(
-        lambda f: tf.reduce_sum(f["input_mask"]), list(bucket_boundaries),
-        [batch_size] * (len(bucket_boundaries) + 1), drop_remainder=True)
-    ds = ds.map(plain(split))
-  else:
-    ds = ds.batch(batch_size, drop_remainder=drop_remainder)
-    ds = ds.map(plain(lambda b: split(prep(b))), num_parallel_calls=tf.data.AUTOTUNE)
+  lengths = None
+  if bucket_boundaries and shuffle:
+    lengths = token_lengths(preprocessor, texts_a, texts_b)
+  ds = index_batches(len(texts_a), batch_size, shuffle=shuffle, seed=seed,
+                     drop_remainder=drop_remainder, lengths=lengths,
+                     bucket_boundaries=bucket_boundaries)
+  ds = ds.map(plain(lambda idx: split(prep(idx))), num_parallel_calls=tf.data.AUTOTUNE)
   return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def token_lengths(preprocessor, texts_a, texts_b=None, batch_size: int = 1024):
+  """The packed length of every example in WordPiece tokens, specials
+  included (the row sum of ``input_mask``; at most ``max_seq_length``).
+
+  Args:
+    preprocessor: a :class:`bert_tf.preprocessing.BertPreprocessor`.
+    texts_a, texts_b: N str each (texts_b None for single texts).
+    batch_size: texts tokenized per call.
+
+  Returns:
+    int32 numpy array [N].
+  """
+  cols = (tf.constant(texts_a),) + (() if texts_b is None else (tf.constant(texts_b),))
+  ds = tf.data.Dataset.from_tensor_slices(cols).batch(batch_size).map(
+      tf.autograph.experimental.do_not_convert(
+          lambda *t: tf.reduce_sum(preprocessor(*t)["input_mask"], 1)),
+      num_parallel_calls=tf.data.AUTOTUNE)
+  out = [x.numpy() for x in ds]
+  return (np.concatenate(out).astype(np.int32) if out else np.zeros([0], np.int32))

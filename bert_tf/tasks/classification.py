@@ -64,6 +64,7 @@ class ClassifierParams(fine_tuning.FineTuningParams, fine_tuning.SkipPaddingPara
   tfds_name: Optional[str] = field(None, "Read a prepared tensorflow-datasets GLUE set instead of --data_dir, e.g. glue/sst2.")
   tfds_data_dir: Optional[str] = field(None, "tensorflow-datasets data_dir holding --tfds_name (never downloaded).")
   strict_utf8: bool = field(False, "Refuse a data file with bytes that are not UTF-8 (naming the file and line). Default: such bytes become U+FFFD, as the original reads them, with one warning naming the file, the first such line and their count.")
+  deterministic: bool = field(False, fine_tuning.DETERMINISTIC_HELP)
 
 
 def resolve_config_and_vocab(params):
@@ -289,6 +290,7 @@ class ClassificationTask(fine_tuning.FineTuningTask):
 
   example_unit = "examples"
   run_config_file = RUN_CONFIG
+  resumable_input = True  # index permutations: see classifier_data.index_batches
 
   def __init__(self, params: ClassifierParams, do_train: bool = True,
                do_eval: bool = True, do_predict: bool = False):
@@ -330,6 +332,12 @@ class ClassificationTask(fine_tuning.FineTuningTask):
                 is_regression=t.is_regression, is_pair=t.is_pair)
 
   def train_dataset(self, batch_size, input_context):
+    """Repeated ``(features, labels)`` batches of the training examples,
+    shuffled every epoch (seeded; with ``bucket_by_length`` grouped by token
+    length): int32 [B, S'] features (S' the batch's longest example) and
+    int32 (regression: float32) [B] labels
+    (:func:`bert_tf.data.classifier_data.examples_dataset`). Its iterator is
+    checkpointed with the run (exact resume)."""
     del input_context  # one worker reads all the examples
     p, t = self.params, self.data_task
     return classifier_data.examples_dataset(

@@ -3,7 +3,8 @@
 * Params: :class:`FineTuningParams`, the flags every fine-tuning tool has
   (the original ``run_classifier.py``'s names, defaults and help);
   :class:`RunFlagsParams` adds ``--distribution_strategy`` and
-  ``--deterministic`` (SQuAD, SWAG, NER); :class:`SplitFilesParams` adds
+  ``--deterministic`` (SQuAD, SWAG, NER; the classifier declares
+  ``--deterministic`` itself); :class:`SplitFilesParams` adds
   ``--do_train`` and ``--do_eval`` of a train and a dev file (SWAG, NER). A
   task's params class subclasses one and redeclares a field only where its
   default or help differs (a redeclared field keeps its place; the tools
@@ -91,13 +92,18 @@ class FineTuningParams:
   iterations_per_loop: int = field(50, "Steps per loop (and per progress line).")
 
 
+DETERMINISTIC_HELP = ("Enable TensorFlow op determinism (bit-identical reruns and "
+                      "resumes).")
+
+
 @dataclasses.dataclass(kw_only=True)
 class RunFlagsParams(FineTuningParams):
   """:class:`FineTuningParams` plus the strategy and determinism flags as
   params fields (``tools/run_classifier.py`` defines its strategy flag
-  outside its params and has no ``--deterministic``)."""
+  outside its params; :class:`bert_tf.tasks.classification.ClassifierParams`
+  declares ``deterministic`` itself)."""
   distribution_strategy: str = field("one_device", "tf.distribute strategy.", choices=STRATEGIES)
-  deterministic: bool = field(False, "Enable TensorFlow op determinism (bit-identical reruns and resumes).")
+  deterministic: bool = field(False, DETERMINISTIC_HELP)
 
 
 @dataclasses.dataclass(kw_only=True)

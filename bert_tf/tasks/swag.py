@@ -34,6 +34,7 @@ import tensorflow as tf
 from bert_tf import errors
 from bert_tf import io_utils
 from bert_tf import preprocessing
+from bert_tf.data import classifier_data
 from bert_tf.data import swag as swag_data
 from bert_tf.modeling import multiple_choice
 from bert_tf.params import field
@@ -89,9 +90,15 @@ softmax = fine_tuning.softmax
 
 
 def choices_dataset(preprocessor: preprocessing.BertPreprocessor, contexts, endings,
-                    labels, batch_size: int, shuffle: bool = False, seed: int = 0,
-                    drop_remainder: bool = False, repeat: bool = False) -> tf.data.Dataset:
+                    labels, batch_size: int, shuffle: bool = False, seed: Optional[int] = None,
+                    drop_remainder: bool = False) -> tf.data.Dataset:
   """Batches of packed choices from raw strings.
+
+  Batches of example indices
+  (:func:`bert_tf.data.classifier_data.index_batches`) gather the strings,
+  then :func:`bert_tf.modeling.multiple_choice.choice_features` tokenizes and
+  packs them in the pipeline; a shuffled dataset's iterator is
+  checkpointable (one int64 per example: exact resume).
 
   Args:
     preprocessor: the :class:`BertPreprocessor` (text pairs).
@@ -99,8 +106,9 @@ def choices_dataset(preprocessor: preprocessing.BertPreprocessor, contexts, endi
       choice, :func:`bert_tf.data.swag.choice_arrays`).
     labels: E ints in 0..N-1, or None (features only).
     batch_size: examples per batch.
-    shuffle / seed: shuffle the examples (every epoch anew).
-    drop_remainder / repeat: as ``tf.data``.
+    shuffle / seed: a new permutation of the examples every epoch (seeded),
+      repeated forever; False: one ordered pass.
+    drop_remainder: only full batches.
 
   Returns:
     a dataset of ``features`` (or ``(features, labels)``): int32
@@ -108,6 +116,9 @@ def choices_dataset(preprocessor: preprocessing.BertPreprocessor, contexts, endi
     labels [B]; S' is the batch's longest choice (<= ``max_seq_length``:
     the padding columns beyond it are cut, exact as padding is masked out;
     :func:`bert_tf.preprocessing.trim_to_longest`).
+
+  Raises:
+    ValueError: ``shuffle`` with no examples.
   """
   n = len(contexts[0]) if len(contexts) else 1
   def strings(rows):
@@ -115,16 +126,14 @@ def choices_dataset(preprocessor: preprocessing.BertPreprocessor, contexts, endi
       return tf.reshape(tf.constant([], tf.string), [0, n])
     return tf.constant([list(r) for r in rows], tf.string)  # UTF-8
   a, b = strings(contexts), strings(endings)
-  tensors = (a, b) if labels is None else (a, b, tf.constant(np.asarray(labels, np.int32)))
-  ds = tf.data.Dataset.from_tensor_slices(tensors)
-  if shuffle:
-    ds = ds.shuffle(max(1, len(contexts)), seed=seed, reshuffle_each_iteration=True)
-  if repeat:
-    ds = ds.repeat()
-  def encode(a, b, y=None):
-    features = multiple_choice.choice_features(preprocessor, a, b)
-    return features if y is None else (features, y)
-  return (ds.batch(batch_size, drop_remainder=drop_remainder)
+  y = None if labels is None else tf.constant(np.asarray(labels, np.int32))
+
+  def encode(idx):
+    features = multiple_choice.choice_features(preprocessor, tf.gather(a, idx),
+                                                tf.gather(b, idx))
+    return features if y is None else (features, tf.gather(y, idx))
+  return (classifier_data.index_batches(len(contexts), batch_size, shuffle=shuffle,
+                                        seed=seed, drop_remainder=drop_remainder)
           .map(encode, num_parallel_calls=tf.data.AUTOTUNE).prefetch(2))
 
 
@@ -182,6 +191,7 @@ class MultipleChoiceTask(fine_tuning.FineTuningTask):
   name = "swag"
   best_metric = "eval_accuracy"
   example_unit = "examples"
+  resumable_input = True  # example-index permutations (choices_dataset)
   run_config_file = RUN_CONFIG
 
   def __init__(self, params: SwagParams, do_train: Optional[bool] = None,
@@ -233,11 +243,13 @@ class MultipleChoiceTask(fine_tuning.FineTuningTask):
   # --- training ----------------------------------------------------------
 
   def train_dataset(self, batch_size, input_context):
-    """Repeated, shuffled ``(features [B, N, S], labels [B])`` batches."""
+    """Repeated ``(features, labels)`` batches: int32 [B, N, S'] features,
+    int32 [B] labels, shuffled every epoch (:func:`choices_dataset`); the
+    iterator is checkpointed with the run (exact resume)."""
     del input_context  # one worker reads all the examples
     a, b, y = swag_data.choice_arrays(self.train)
     return choices_dataset(self.preprocessor, a, b, y, batch_size, shuffle=True,
-                           seed=self.params.seed, drop_remainder=True, repeat=True)
+                           seed=self.params.seed, drop_remainder=True)
 
   def compute_loss(self, model, features, totals=None):
     del totals

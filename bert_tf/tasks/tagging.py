@@ -36,6 +36,7 @@ import tensorflow as tf
 
 from bert_tf import errors
 from bert_tf import preprocessing
+from bert_tf.data import classifier_data
 from bert_tf.data import conll
 from bert_tf.modeling import tagging
 from bert_tf.params import field
@@ -149,6 +150,7 @@ class TokenTaggingTask(fine_tuning.FineTuningTask):
   best_metric = "eval_f1"
   example_unit = "windows"
   normalized_loss = True
+  resumable_input = True  # window-index permutations (train_dataset)
   run_config_file = RUN_CONFIG
   recorded_keys = fine_tuning.FineTuningTask.recorded_keys + ("doc_stride",)
 
@@ -215,18 +217,23 @@ class TokenTaggingTask(fine_tuning.FineTuningTask):
     [B, S'], each batch trimmed to its longest window (S' <=
     ``max_seq_length``; exact: the cut columns are padding, masked out and
     labeled IGNORE), as the classifier's batches
-    (:func:`bert_tf.preprocessing.trim_to_longest`)."""
+    (:func:`bert_tf.preprocessing.trim_to_longest`). Batches of shuffled
+    window indices gather the rows of the featurized arrays
+    (:func:`bert_tf.data.classifier_data.index_batches`: a new permutation
+    every epoch), so the iterator is checkpointed with the run (exact
+    resume) at the cost of one int64 per window."""
     del input_context
     f = self.train_encoded.features
-    x = {k: f[k] for k in tagging.FEATURE_NAMES}
-    ds = tf.data.Dataset.from_tensor_slices((x, f["label_ids"]))
-    ds = ds.shuffle(max(1, self.train_encoded.num_windows), seed=self.params.seed,
-                    reshuffle_each_iteration=True).repeat()
+    arrays = {k: tf.constant(f[k]) for k in tagging.FEATURE_NAMES + ("label_ids",)}
 
-    def trim(x, y):
-      x = preprocessing.trim_to_longest(x)
+    def gather(idx):
+      x = preprocessing.trim_to_longest(
+          {k: tf.gather(arrays[k], idx) for k in tagging.FEATURE_NAMES})
+      y = tf.gather(arrays["label_ids"], idx)
       return x, y[:, :tf.shape(x["input_ids"])[1]]
-    return ds.batch(batch_size, drop_remainder=True).map(trim).prefetch(2)
+    return classifier_data.index_batches(
+        self.train_encoded.num_windows, batch_size, shuffle=True,
+        seed=self.params.seed, drop_remainder=True).map(gather).prefetch(2)
 
   def loss_normalizers(self, features):
     _, y = features

@@ -192,6 +192,7 @@ def _tool(args):
   return run_tool([os.path.join(ROOT, "tools", "extract_features.py")] + args, check=False)
 
 
+@pytest.mark.slow  # tool processes or a trained run: full suite, not the day-to-day loop (issue 41)
 def test_tool_errors_leave_no_output(tf1_model, tmp_path):
   lines = ["line %d" % i for i in range(40)] + ["a ||| b ||| c"]
   inp = _write_input(tmp_path / "in.txt", lines, newline_at_end=True)

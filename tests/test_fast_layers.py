@@ -113,6 +113,7 @@ def _second_allocation_faults(env_value):
 
 @pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",
                     reason="the setting is glibc malloc's")
+@pytest.mark.slow  # tool processes or a trained run: full suite, not the day-to-day loop (issue 41)
 def test_trainer_keeps_freed_host_memory_for_reuse():
   """A Trainer makes a freed large block come back without page faults
   (glibc's default unmaps it and faults every page of the next one in:

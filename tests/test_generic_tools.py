@@ -613,6 +613,7 @@ BAD_CASES = ["not_json", "lacks_input", "mixed_widths", "strings_do_not_fit",
              "no_version_folder"]
 
 
+@pytest.mark.slow  # tool processes or a trained run: full suite, not the day-to-day loop (issue 41)
 @pytest.mark.parametrize("case", BAD_CASES)
 def test_predict_tool_bad_input_is_one_line(small_exports, tmp_path, case):
   args, parts = _bad_case(case, small_exports, tmp_path)
@@ -701,6 +702,7 @@ def test_predict_tool_request_checks(small_exports):
                              "scalar": 7}]
 
 
+@pytest.mark.slow  # tool processes or a trained run: full suite, not the day-to-day loop (issue 41)
 def test_predict_tool_good_request_with_output_file(small_exports, tmp_path):
   """The same tool on a good request: --output_file holds the JSON lines,
   --with_inputs echoes the row, b64 strings are read (TF Serving's form)."""
@@ -720,6 +722,7 @@ def test_predict_tool_good_request_with_output_file(small_exports, tmp_path):
   assert_rows_equal(got, want)
 
 
+@pytest.mark.slow  # tool processes or a trained run: full suite, not the day-to-day loop (issue 41)
 def test_export_tool_bad_run_dirs(tmp_path):
   """Not a run directory, or a run without checkpoint: one line, nothing written."""
   export_dir = tmp_path / "export"

@@ -68,6 +68,7 @@ def this_machine_has_bf16():
   return False
 
 
+@pytest.mark.slow  # tool processes or a trained run: full suite, not the day-to-day loop (issue 41)
 def test_run_classifier_dtype_auto_says_what_it_chose(tmp_path):
   data = tmp_path / "data"
   copy_slice(os.path.join(MOVIE_DIR, "train.tsv"), str(data / "train.tsv"), limit=32)

@@ -372,6 +372,7 @@ def test_squad_features_equal_original(tmp_path):
 
 @pytest.mark.parametrize("tool", ["run_classifier", "run_squad", "run_ner", "run_swag",
                                   "extract_features", "create_pretraining_documents"])
+@pytest.mark.slow  # tool processes or a trained run: full suite, not the day-to-day loop (issue 41)
 def test_tools_define_the_flag(tool):
   p = run_tool(["tools/%s.py" % tool, "--helpfull"], check=False)
   assert "--[no]preserve_unused_tokens" in p.stdout + p.stderr, (p.stdout + p.stderr)[-2000:]

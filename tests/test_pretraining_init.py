@@ -125,6 +125,7 @@ def one_error_line(proc):
   return lines[0]
 
 
+@pytest.mark.slow  # tool processes or a trained run: full suite, not the day-to-day loop (issue 41)
 def test_tool_continues_from_our_run_with_its_heads_and_refuses_bad_input(tmp_path):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   records = pretraining_records(tmp_path)

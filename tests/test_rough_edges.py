@@ -376,6 +376,7 @@ def predicted(tmp_path_factory):
   return out, data, res, first, second
 
 
+@pytest.mark.slow  # tool processes or a trained run: full suite, not the day-to-day loop (issue 41)
 def test_labelled_test_file_gets_metrics_and_headed_predictions(predicted):
   import numpy as np  # pylint: disable=g-import-not-at-top
   out, data, _, first, _ = predicted
@@ -403,6 +404,7 @@ def test_labelled_test_file_gets_metrics_and_headed_predictions(predicted):
   np.testing.assert_array_equal(np.array([r[2:] for r in rows[1:]], float), probs)
 
 
+@pytest.mark.slow  # tool processes or a trained run: full suite, not the day-to-day loop (issue 41)
 def test_a_second_predict_keeps_the_first_outputs(predicted):
   out, _, _, _, second = predicted
   for name in ("test_results.tsv", "predictions.tsv", "SST-2.tsv", "test_results.txt"):
@@ -415,6 +417,7 @@ def test_a_second_predict_keeps_the_first_outputs(predicted):
     assert a.read() == b.read()  # the same model predicted twice
 
 
+@pytest.mark.slow  # tool processes or a trained run: full suite, not the day-to-day loop (issue 41)
 def test_the_run_ends_naming_the_model_that_predicted(predicted):
   out, _, res, first, second = predicted
   step = res["global_step"]

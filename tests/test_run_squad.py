@@ -175,6 +175,7 @@ def test_bad_params_name_the_flag_and_write_nothing(tmp_path):
   assert e.value.argument == "train_file"
 
 
+@pytest.mark.slow  # tool processes or a trained run: full suite, not the day-to-day loop (issue 41)
 def test_tool_bad_flags_are_worded_as_flags(tmp_path):
   out = tmp_path / "out"
   base = ["tools/run_squad.py", "--output_dir=" + str(out),

@@ -108,6 +108,7 @@ def searched(tmp_path_factory, data_dir):
           "reads": reads, "search": search}
 
 
+@pytest.mark.slow  # tool processes or a trained run: full suite, not the day-to-day loop (issue 41)
 def test_results_files_progress_and_best_trial(searched):
   out, best = searched["out"], searched["best"]
   rows = _rows(out)
@@ -138,11 +139,13 @@ def test_results_files_progress_and_best_trial(searched):
   assert saved["export_path"].startswith(os.path.join(out, "export"))
 
 
+@pytest.mark.slow  # tool processes or a trained run: full suite, not the day-to-day loop (issue 41)
 def test_data_read_once_per_search(searched):
   # train.tsv, dev.tsv and test.tsv read once for the two trials
   assert dict(searched["reads"]) == {"train.tsv": 1, "dev.tsv": 1, "test.tsv": 1}
 
 
+@pytest.mark.slow  # tool processes or a trained run: full suite, not the day-to-day loop (issue 41)
 def test_best_export_serves_the_trials_predictions(searched):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   best = searched["best"]
@@ -154,6 +157,7 @@ def test_best_export_serves_the_trials_predictions(searched):
   np.testing.assert_allclose(got, want, atol=1e-5)
 
 
+@pytest.mark.slow  # tool processes or a trained run: full suite, not the day-to-day loop (issue 41)
 def test_rerun_runs_nothing_and_other_settings_are_refused(searched, data_dir):
   out = searched["out"]
   logs = {d: open(os.path.join(out, "trials", d, "log.txt")).read()
@@ -221,6 +225,7 @@ def test_bad_metric_and_batch_are_named_before_training(tmp_path, data_dir):
   assert not os.path.exists(tmp_path / "a") and not os.path.exists(tmp_path / "b")
 
 
+@pytest.mark.slow  # tool processes or a trained run: full suite, not the day-to-day loop (issue 41)
 def test_failing_trials_are_recorded_and_all_failed_is_an_error(tmp_path, data_dir):
   # lr 1e30 diverges: eval_loss is NaN, the trial fails with that error, the
   # search goes on to the next trial; with every trial failed it says so.
@@ -246,6 +251,7 @@ def _tool(data_dir, out, space, *extra):
           "--export=false"] + list(extra)
 
 
+@pytest.mark.slow  # tool processes or a trained run: full suite, not the day-to-day loop (issue 41)
 def test_tool_names_a_bad_flag_in_one_line(tmp_path, data_dir):
   space = _space(tmp_path / "space.json", learning_rate={"low": 1, "high": 1})
   proc = subprocess.run(_tool(data_dir, tmp_path / "out", space), capture_output=True,
@@ -340,6 +346,7 @@ def test_kill_9_mid_trial_then_the_same_command_resumes_it(tmp_path, data_dir):
                                                               "RUN")), name
 
 
+@pytest.mark.slow  # tool processes or a trained run: full suite, not the day-to-day loop (issue 41)
 def test_range_search_with_restarts_and_holdout(tmp_path, data_dir):
   # A range: TPE samples 1 configuration, run with 2 seeds (the restart is
   # queued with the same learning rate); selection on 25% of train held out,

@@ -248,15 +248,28 @@ def early_step_ratio(step: int, beta_1: float = 0.9, beta_2: float = 0.999) -> f
   return (1.0 - beta_1 ** t) / math.sqrt(1.0 - beta_2 ** t)
 
 
-def short_warmup_ratio(optimizer: str, num_warmup_steps: int) -> float | None:
-  """:func:`early_step_ratio` at the end of the warm-up when ``optimizer``
-  is ``adamw_original`` and the warm-up ends before the missing bias
-  correction fades (ratio >= 1.5, i.e. fewer than ~600 steps, far below
-  ~1/(1 - beta_2) = 1,000); else None. The tools print a warning then."""
+def short_warmup_warning(optimizer: str, num_warmup_steps: int, warmup: str,
+                         risk: str, fix: str = "") -> str | None:
+  """The one-line warning of a run with ``adamw_original`` and a short warm-up.
+
+  When ``optimizer`` is ``adamw_original`` and its warm-up ends before the
+  missing bias correction fades (:func:`early_step_ratio` at the warm-up's
+  end >= 1.5, i.e. fewer than ~600 steps, far below ~1/(1 - beta_2) =
+  1,000), the line names the warm-up (``warmup``, e.g.
+  ``"--num_warmup_steps=100"``), the ratio, what it risks (``risk``) and
+  ``--optimizer=adamw`` (then ``fix``); else None. Pretraining
+  (:func:`bert_tf.tasks.pretraining.warmup_warning`) and fine-tuning
+  (:meth:`bert_tf.tasks.fine_tuning.FineTuningTask.warmup_warning`) print it.
+  """
   if optimizer != "adamw_original":
     return None
   ratio = early_step_ratio(max(int(num_warmup_steps), 1))
-  return ratio if ratio >= 1.5 else None
+  if ratio < 1.5:
+    return None
+  return ("warning: --optimizer=adamw_original (the original's AdamWeightDecay, no "
+          "bias correction) with %s, far below ~1000 steps (1/(1-beta_2)): at the peak "
+          "learning rate its steps are %.1fx Adam's, %s. Use --optimizer=adamw "
+          "(bias-corrected, as Hugging Face)%s" % (warmup, ratio, risk, fix))
 
 
 def create_optimizer(init_lr, num_train_steps, num_warmup_steps, optimizer="adamw_original",

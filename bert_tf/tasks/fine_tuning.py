@@ -442,15 +442,10 @@ class FineTuningTask(base.Task):
     Few-sample BERT Fine-tuning") and Mosbach et al. 2021 ("On the Stability
     of Fine-tuning BERT") report. None otherwise."""
     spec = self.optimizer_spec()
-    ratio = optimization.short_warmup_ratio(spec.name, spec.num_warmup_steps)
-    if ratio is None:
-      return None
-    return ("warning: --optimizer=adamw_original (the original's AdamWeightDecay, no bias "
-            "correction) with %d warm-up steps, far below ~1000 (1/(1-beta_2)): at the "
-            "peak learning rate its steps are %.1fx Adam's, which makes fine-tuning on "
-            "small sets unstable (Zhang et al. 2021; Mosbach et al. 2021). Pass "
-            "--optimizer=adamw (bias-corrected, as Hugging Face) for stable runs"
-            % (spec.num_warmup_steps, ratio))
+    return optimization.short_warmup_warning(
+        spec.name, spec.num_warmup_steps, "%d warm-up steps" % spec.num_warmup_steps,
+        "which makes fine-tuning on small sets unstable (Zhang et al. 2021; "
+        "Mosbach et al. 2021)", " for stable runs")
 
   def load_weights(self, model, path: str) -> Optional[str]:
     """Loads ``--init_checkpoint`` ``path`` into ``model``; returns what was

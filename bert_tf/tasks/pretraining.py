@@ -159,16 +159,12 @@ def warmup_warning(params) -> Optional[str]:
   predicting the commonest tokens (BUILD_NOTES: the stall). Returns None
   when nothing is wrong.
   """
-  ratio = optimization.short_warmup_ratio(params.optimizer, params.num_warmup_steps)
-  if ratio is None:
-    return None
-  return ("warning: --optimizer=adamw_original (the original's AdamWeightDecay, no "
-          "bias correction) with --num_warmup_steps=%d, far below ~1000 steps "
-          "(1/(1-beta_2)): at the peak learning rate its steps are %.1fx Adam's, and "
-          "a small model can stall at predicting the commonest token (watch "
-          "masked_lm_accuracy against commonest_token_accuracy). Use "
-          "--optimizer=adamw (bias-corrected, as Hugging Face) or "
-          "--num_warmup_steps>=1000" % (params.num_warmup_steps, ratio))
+  return optimization.short_warmup_warning(
+      params.optimizer, params.num_warmup_steps,
+      "--num_warmup_steps=%d" % params.num_warmup_steps,
+      "and a small model can stall at predicting the commonest token (watch "
+      "masked_lm_accuracy against commonest_token_accuracy)",
+      " or --num_warmup_steps>=1000")
 
 
 def commonest_token_accuracy(params, max_records: int = 4096) -> Tuple[int, float]:

@@ -37,7 +37,7 @@ def test_vocab_checkpoint_mismatch_and_success_report(tmp_path):
   # 1. A 5,000-line vocab for a 30,522-token model: one line with both numbers.
   p = run_tool(["tools/run_classifier.py", "--task_name=sst-2", "--data_dir=" + MOVIE_DIR,
                 "--bert_config_file=" + TINY_CONFIG, "--vocab_file=" + str(small_vocab),
-                "--do_train", "--output_dir=" + str(tmp_path / "cls")], check=False)
+                "--do_train", "--output_dir=" + str(tmp_path / "cls")], check=False, fresh=True)
   assert p.returncode != 0
   assert _lines(p.stderr) == [l for l in _lines(p.stderr) if "5000 tokens" in l], p.stderr
   assert len(_lines(p.stderr)) == 1 and "30522" in p.stderr, p.stderr
@@ -49,7 +49,7 @@ def test_vocab_checkpoint_mismatch_and_success_report(tmp_path):
   common = ["tools/extract_features.py", "--input_file=" + str(tmp_path / "in.txt"),
             "--output_file=" + str(tmp_path / "out.jsonl"), "--vocab_file=" + VOCAB,
             "--bert_config_file=" + TINY_CONFIG, "--layers=-1,-2", "--max_seq_length=32"]
-  p = run_tool(common + ["--init_checkpoint=" + wrong], check=False)
+  p = run_tool(common + ["--init_checkpoint=" + wrong], check=False, fresh=True)
   assert p.returncode != 0
   assert len(_lines(p.stderr)) == 1, p.stderr[-3000:]
   assert "does not fit the model" in p.stderr and "--bert_config_file" in p.stderr
@@ -57,7 +57,7 @@ def test_vocab_checkpoint_mismatch_and_success_report(tmp_path):
   assert not os.path.exists(tmp_path / "out.jsonl")
   # 3. Success says what it wrote.
   good = _encoder_checkpoint(str(tmp_path / "good"), hidden_size=128)
-  p = run_tool(common + ["--init_checkpoint=" + good])
+  p = run_tool(common + ["--init_checkpoint=" + good], fresh=True)
   assert p.stderr.strip() == "", p.stderr[-3000:]
   (line,) = _lines(p.stdout)
   assert line.startswith("extract_features: wrote 2 examples x 2 layers (-1,-2) to "
@@ -80,5 +80,5 @@ def test_tools_load_tensorflow_without_keras_optional_imports():
   p = run_tool(["-c", "import sys\nfrom bert_tf.tools import _startup\n"
                 "_startup.import_tensorflow([])\n"
                 "print('sklearn' in sys.modules, 'matplotlib' in sys.modules)\n"
-                "import matplotlib.pyplot, sklearn.metrics\nprint('imported')"])
+                "import matplotlib.pyplot, sklearn.metrics\nprint('imported')"], fresh=True)
   assert p.stdout.split() == ["False", "False", "imported"], p.stdout + p.stderr

@@ -70,7 +70,7 @@ def test_import_of_the_installed_package_needs_no_checkout_path(tmp_path):
 def test_tools_are_quiet_on_cpu_unless_asked(tmp_path):
   args = ["tools/convert_checkpoint.py", "--input=" + str(tmp_path / "nothing"),
           "--output=" + str(tmp_path / "out")]
-  quiet = run_tool(args, check=False)
+  quiet = run_tool(args, check=False, fresh=True)
   assert quiet.returncode != 0
   lines = [l for l in quiet.stderr.splitlines() if l.strip()]
   assert lines == ["convert_checkpoint: error: --bert_config_file is required for %r"
@@ -104,8 +104,7 @@ def test_console_script_help_is_the_tools_help(tool):
     first_line = ast.get_docstring(ast.parse(f.read())).splitlines()[0]
   script = os.path.join(os.path.dirname(sys.executable), "bert-" + tool.replace("_", "-"))
   assert os.path.exists(script), script
-  by_file = subprocess.run([sys.executable, "tools/%s.py" % tool, "--helpshort"],
-                           cwd=ROOT, capture_output=True, text=True, timeout=300)
+  by_file = run_tool(["tools/%s.py" % tool, "--helpshort"], check=False)
   expected = _help_flags(by_file.stdout)
   assert first_line in by_file.stdout
   assert len(expected) >= 2, by_file.stdout[-2000:]

@@ -20,7 +20,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import MOVIE_DIR, ROOT, TINY_CONFIG, VOCAB
+from conftest import MOVIE_DIR, ROOT, TINY_CONFIG, VOCAB, run_tool
 
 from bert_tf import errors
 from bert_tf import tuning
@@ -254,14 +254,12 @@ def _tool(data_dir, out, space, *extra):
 @pytest.mark.slow  # tool processes or a trained run: full suite, not the day-to-day loop (issue 41)
 def test_tool_names_a_bad_flag_in_one_line(tmp_path, data_dir):
   space = _space(tmp_path / "space.json", learning_rate={"low": 1, "high": 1})
-  proc = subprocess.run(_tool(data_dir, tmp_path / "out", space), capture_output=True,
-                        text=True, cwd=ROOT, timeout=600)
+  proc = run_tool(_tool(data_dir, tmp_path / "out", space)[1:], check=False)
   assert proc.returncode != 0
   assert proc.stderr.strip().splitlines()[-1] == (
       "tune: error: --search_space: search space %s: learning_rate range is empty "
       "(low 1 >= high 1)" % space)
-  proc = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "tune.py")],
-                        capture_output=True, text=True, cwd=ROOT, timeout=600)
+  proc = run_tool([os.path.join(ROOT, "tools", "tune.py")], check=False)
   assert proc.returncode != 0 and "--task is required" in proc.stderr
 
 

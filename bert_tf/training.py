@@ -491,7 +491,7 @@ class Trainer:
     the body fixes, so no step has to run before the loop to give the sums
     their structure (a second copy of the forward, backward and update
     graph, which doubled the time to trace and optimize the function:
-    ~8 s per run of MiniLM on one Zen 5 core, 2026-11-28). The first step
+    ~16 s more per run of MiniLM on one Zen 5 core, 2026-11-28). The first step
     always runs; before each later one the stop flag is read
     (SIGINT/SIGTERM: the loop ends at that step boundary).
     """

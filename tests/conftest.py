@@ -262,17 +262,20 @@ def pytest_configure(config):
   config.addinivalue_line("markers", "slow: end-to-end integration tests (run in CI)")
 
 
-# The longest files first (measured, full suite, 2 workers): each worker
-# takes whole files in this order (``--no-loadscope-reorder``: by default
+# The longest files first (measured, full suite, 2 workers, log 2026-11-28
+# (12)-(13)): each worker takes whole files in this order (``--no-loadscope-reorder``: by default
 # xdist orders files by their NUMBER of tests, which left a 500 s file for
 # last while the other worker sat idle). The rest keep collection order.
 LONGEST_FILES_FIRST = (
-    "test_readme.py", "test_lockstep_parity.py", "test_export.py",
-    "test_generic_tools.py", "test_end_to_end.py", "test_run_squad.py",
-    "test_pretraining.py", "test_keras_fresh_process.py", "test_swag.py",
-    "test_squad_export.py", "test_ner.py", "test_pretraining_lockstep.py",
-    "test_multiworker_resume.py", "test_pretraining_init.py",
-    "test_squad_resume.py", "test_keras_native.py", "test_recorded_settings.py",
+    "test_readme.py", "test_lockstep_parity.py", "test_tune.py",
+    "test_string_models.py", "test_keras_fresh_process.py", "test_export.py",
+    "test_pretraining.py", "test_squad_export.py", "test_swag.py",
+    "test_generic_tools.py", "test_squad_data.py", "test_pretraining_lockstep.py",
+    "test_end_to_end.py", "test_run_squad.py", "test_fine_tuning_resume.py",
+    "test_multiworker_resume.py", "test_ner.py", "test_dynamic_masking.py",
+    "test_classifier_tasks.py", "test_rough_edges.py", "test_extract_features.py",
+    "test_pretraining_init.py", "test_squad_resume.py", "test_keras_native.py",
+    "test_recorded_settings.py",
 )
 
 

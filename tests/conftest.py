@@ -4,7 +4,6 @@ import importlib
 import importlib.util
 import json
 import os
-import re
 import select
 import socket
 import subprocess
@@ -126,7 +125,6 @@ def original_bert():
 # Tools whose real start imports no TensorFlow (they fork workers when it is
 # absent): always a real process.
 _NO_TENSORFLOW_TOOLS = ("create_pretraining_data.py",)
-_FLAGS_READ_AT_IMPORT = re.compile(r"^--?(no)?(deterministic|verbosity|v)(=.*)?$")
 _server = {"proc": None, "lock": threading.Lock()}
 
 
@@ -142,7 +140,9 @@ def _needs_fresh_process(args, env):
     return True  # only the tools: ``-c`` code and tests' helpers stay fresh processes
   if os.path.basename(script) in _NO_TENSORFLOW_TOOLS:
     return True
-  return any(_FLAGS_READ_AT_IMPORT.match(str(a)) for a in args[1:])
+  from bert_tf.tools import _startup  # pylint: disable=g-import-not-at-top
+  argv = [str(a) for a in args]  # what the tool's start reads before TensorFlow loads
+  return _startup.verbosity_requested(argv) or _startup.determinism_requested(argv)
 
 
 def _read_reply(proc, deadline):

@@ -417,7 +417,9 @@ def summary_line(output: str) -> str:
 def classify(rc: Optional[int], output: str = "") -> str:
   """The result of a run's pytest exit code (and output). Exit 2 is also
   what pytest-xdist returns when ``-x`` stops the run at a failed test: a
-  ``FAILED`` line tells that apart from a collection error."""
+  ``FAILED`` line, or an ``ERROR`` line naming a test (its fixture failed on
+  the defect, e.g. the original's script crashing on our features), tells
+  that apart from a collection error (an ``ERROR`` line naming a file)."""
   if rc is None:
     return "ERROR (time-out)"
   if rc == 0:
@@ -427,6 +429,8 @@ def classify(rc: Optional[int], output: str = "") -> str:
   if rc == 2:
     if re.search(r"^FAILED ", output, re.M):
       return "caught"
+    if re.search(r"^ERROR \S+::", output, re.M):
+      return "caught (in a fixture)"
     return "caught (collection error)"
   return "ERROR (pytest exit %d)" % rc
 
@@ -551,12 +555,12 @@ def main(argv=None) -> int:
         continue
       rc, secs, out = run_pytest(python, copy, env, d.tests, args.timeout)
       result = classify(rc, out)
-      if result != "caught":
+      if result not in ("caught", "caught (in a fixture)"):
         status = 1
       rows.append((d.name, d.path, short_tests(d.tests), result, "%.0f" % secs))
       details.append((d.name, first_failure(out) if rc else summary_line(out)))
       print("    -> %s in %.0f s: %s" % (result, secs, details[-1][1]), flush=True)
-      if result not in ("caught", "MISSED"):  # time-out, collection error, ...
+      if result not in ("caught", "caught (in a fixture)", "MISSED"):  # time-out, ...
         print(out[-3000:])
       if not args.keep:
         shutil.rmtree(base)

@@ -4,7 +4,9 @@ import importlib
 import importlib.util
 import json
 import os
+import re
 import select
+import shutil
 import socket
 import subprocess
 import sys
@@ -110,6 +112,47 @@ def minilm_dir():
   return os.path.join(os.path.dirname(spec.origin), "model")
 
 
+def crop_minilm(minilm, dest):
+  """A small BERT in all-MiniLM-L6-v2's Hugging Face layout, in ``dest``.
+
+  MiniLM's embeddings, pooler and first four layers (the README's
+  feature extraction reads the last four), every 384-wide axis
+  cropped to 128 and every 1536-wide one to 512 (4 heads of 32); its
+  ``vocab.txt`` and tokenizer files unchanged. The same key names and
+  dtypes as the real file, so the tools read it the same way; ~1/20 of
+  MiniLM's arithmetic. For runs whose numbers are not checked (the README
+  contract): cropped, the network is no longer a trained one (the Hugging
+  Face lockstep on it: a classifier head that barely moves in 20 steps, and
+  a pooler bias 2.9e-4 apart; it stays on the real weights).
+  """
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from safetensors.numpy import load_file, save_file  # pylint: disable=g-import-not-at-top
+  os.makedirs(dest)
+  crop = {384: 128, 1536: 512}
+  tensors = {}
+  for name, value in load_file(os.path.join(minilm, "model.safetensors")).items():
+    m = re.search(r"\.layer\.(\d+)\.", name)
+    if m and int(m.group(1)) >= 4:
+      continue
+    tensors[name] = np.ascontiguousarray(value[tuple(slice(0, crop.get(d, d)) for d in value.shape)])
+  save_file(tensors, os.path.join(dest, "model.safetensors"))
+  with open(os.path.join(minilm, "config.json"), encoding="utf-8") as f:
+    config = json.load(f)
+  config.update(hidden_size=128, intermediate_size=512, num_attention_heads=4,
+                num_hidden_layers=4)
+  with open(os.path.join(dest, "config.json"), "w", encoding="utf-8") as f:
+    json.dump(config, f, indent=2)
+  for name in ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json"):
+    shutil.copy(os.path.join(minilm, name), dest)
+  return dest
+
+
+@pytest.fixture(scope="session")
+def cropped_minilm_dir(minilm_dir, tmp_path_factory):
+  """:func:`crop_minilm` of the real MiniLM, once per test worker."""
+  return crop_minilm(minilm_dir, str(tmp_path_factory.mktemp("cropped") / "minilm"))
+
+
 @pytest.fixture(scope="session")
 def original_bert():
   """The original google-research/bert package (PyPI bert-tensorflow 1.0.4)."""
@@ -122,27 +165,14 @@ def original_bert():
   return os.path.dirname(spec.origin)
 
 
-# Tools whose real start imports no TensorFlow (they fork workers when it is
-# absent): always a real process.
-_NO_TENSORFLOW_TOOLS = ("create_pretraining_data.py",)
 _server = {"proc": None, "lock": threading.Lock()}
 
 
 def _needs_fresh_process(args, env):
-  """True when ``run_tool`` must start a real interpreter (see
-  ``tests/tool_server.py``): anything but a ``tools/*.py`` script (``-c``
-  code often checks what a fresh process imports), extra environment, flags
-  that act before TensorFlow loads, or a tool that runs without TensorFlow."""
-  if env or os.environ.get("BERT_TF_TESTS_FRESH_TOOLS") == "1":
-    return True
-  script = str(args[0]) if args else ""
-  if os.path.basename(os.path.dirname(script)) != "tools" or not script.endswith(".py"):
-    return True  # only the tools: ``-c`` code and tests' helpers stay fresh processes
-  if os.path.basename(script) in _NO_TENSORFLOW_TOOLS:
-    return True
-  from bert_tf.tools import _startup  # pylint: disable=g-import-not-at-top
-  argv = [str(a) for a in args]  # what the tool's start reads before TensorFlow loads
-  return _startup.verbosity_requested(argv) or _startup.determinism_requested(argv)
+  """True when ``run_tool`` must start a real interpreter: extra environment,
+  or what ``tool_server.needs_fresh_process`` names."""
+  import tool_server  # pylint: disable=g-import-not-at-top
+  return bool(env) or tool_server.needs_fresh_process(args)
 
 
 def _read_reply(proc, deadline):
@@ -263,15 +293,15 @@ def pytest_configure(config):
 
 
 # The longest files first (measured, full suite, 2 workers, log 2026-11-28
-# (12)-(13)): each worker takes whole files in this order (``--no-loadscope-reorder``: by default
+# (12)-(13), 2026-11-29 (1)): each worker takes whole files in this order (``--no-loadscope-reorder``: by default
 # xdist orders files by their NUMBER of tests, which left a 500 s file for
 # last while the other worker sat idle). The rest keep collection order.
 LONGEST_FILES_FIRST = (
-    "test_readme.py", "test_lockstep_parity.py", "test_tune.py",
-    "test_string_models.py", "test_keras_fresh_process.py", "test_export.py",
-    "test_pretraining.py", "test_squad_export.py", "test_swag.py",
-    "test_generic_tools.py", "test_squad_data.py", "test_pretraining_lockstep.py",
-    "test_end_to_end.py", "test_run_squad.py", "test_fine_tuning_resume.py",
+    "test_lockstep_parity.py", "test_readme.py", "test_tune.py",
+    "test_string_models.py", "test_pretraining.py", "test_squad_export.py",
+    "test_export.py", "test_swag.py", "test_generic_tools.py", "test_squad_data.py",
+    "test_pretraining_lockstep.py", "test_end_to_end.py", "test_keras_fresh_process.py",
+    "test_run_squad.py", "test_fine_tuning_resume.py",
     "test_multiworker_resume.py", "test_ner.py", "test_dynamic_masking.py",
     "test_classifier_tasks.py", "test_rough_edges.py", "test_extract_features.py",
     "test_pretraining_init.py", "test_squad_resume.py", "test_keras_native.py",

@@ -3,9 +3,11 @@
 Each public model is built, compiled with ``bert_tf.create_optimizer`` (the
 original's AdamWeightDecay) or Keras ``AdamW`` on our schedule, trained one
 step with ``fit`` (so the optimizer has state), saved, and then loaded by a
-subprocess that runs exactly ``import bert_tf; import keras;
-keras.models.load_model(path)``: same class, same weights, same optimizer
-state, identical outputs. The subprocess also checks that ``import bert_tf``
+new process that ran exactly ``import bert_tf; import keras`` and then
+``keras.models.load_model(path)`` in a ``fork()`` per model (each load starts
+from that state; one process start for all, :data:`LOADER`): same class,
+same weights, same optimizer state, identical outputs. The process also
+checks that ``import bert_tf``
 itself loaded neither TensorFlow nor Keras (the pretraining-data workers rely
 on it; see ``bert_tf/_keras_registry.py``).
 """
@@ -81,23 +83,80 @@ def _optimizer(kind):
   return opt
 
 
+# The new process: ``import bert_tf`` (which must load neither TensorFlow nor
+# Keras), then ``import keras``, then, for each request line on stdin
+# ("model.keras x.npz out.npz"), a fork() that loads the model and writes
+# its outputs, weights and optimizer state: every load starts from exactly
+# that state, as a new process's would, without paying the imports 12 times.
 LOADER = textwrap.dedent("""
+    import os
     import sys
+    import traceback
     import numpy as np
     import bert_tf
     assert "tensorflow" not in sys.modules and "keras" not in sys.modules, "import bert_tf loaded TF"
     import keras
-    model = keras.models.load_model(sys.argv[1])
-    x = dict(np.load(sys.argv[2]))
-    out = model(x)
-    out = out if isinstance(out, dict) else {"output": out}
-    result = {"out/" + k: np.asarray(v) for k, v in out.items()}
-    result.update({"w/%d" % i: w.numpy() for i, w in enumerate(model.weights)})
-    result.update({"opt/%d" % i: v.numpy() for i, v in enumerate(model.optimizer.variables)})
-    np.savez(sys.argv[3], **result)
-    print(type(model).__name__, type(model.optimizer).__name__,
-          type(model.optimizer.learning_rate).__name__ if hasattr(model.optimizer, "_learning_rate") else "")
+
+    def load(path, x_path, out_path):
+      model = keras.models.load_model(path)
+      x = dict(np.load(x_path))
+      out = model(x)
+      out = out if isinstance(out, dict) else {"output": out}
+      result = {"out/" + k: np.asarray(v) for k, v in out.items()}
+      result.update({"w/%d" % i: w.numpy() for i, w in enumerate(model.weights)})
+      result.update({"opt/%d" % i: v.numpy() for i, v in enumerate(model.optimizer.variables)})
+      np.savez(out_path, **result)
+      with open(out_path + ".names", "w") as f:
+        f.write("%s %s %s" % (type(model).__name__, type(model.optimizer).__name__,
+                              type(model.optimizer.learning_rate).__name__
+                              if hasattr(model.optimizer, "_learning_rate") else ""))
+
+    print("ready", flush=True)
+    for line in sys.stdin:
+      pid = os.fork()
+      if pid == 0:
+        code = 0
+        try:
+          load(*line.split())
+        except BaseException:
+          traceback.print_exc()
+          code = 1
+        sys.stderr.flush()
+        os._exit(code)
+      print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
 """)
+
+
+@pytest.fixture(scope="module")
+def loader():
+  """The module's new process (:data:`LOADER`): ``load(model, x, out)`` is
+  the exit status of one forked load; its traceback goes to ``stderr_path``."""
+  env = dict(os.environ)
+  env.pop("KERAS_BACKEND", None)  # as in a user's shell: bert_tf selects it
+  import tempfile  # pylint: disable=g-import-not-at-top
+  with tempfile.TemporaryDirectory() as tmp:
+    err_path = os.path.join(tmp, "stderr")
+    with open(err_path, "w") as err:
+      proc = subprocess.Popen([sys.executable, "-c", LOADER], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=err, text=True, env=env)
+
+    def read_err():
+      with open(err_path) as f:
+        return f.read()[-3000:]
+
+    def load(*paths):
+      if proc.poll() is None and not hasattr(load, "ready"):
+        load.ready = proc.stdout.readline().strip() == "ready"
+      assert getattr(load, "ready", False), read_err()
+      proc.stdin.write(" ".join(map(str, paths)) + "\n")
+      proc.stdin.flush()
+      rc = proc.stdout.readline().strip()
+      assert rc == "0", "load failed (%s):\n%s" % (rc, read_err())
+
+    yield load
+    proc.stdin.close()
+    proc.wait(timeout=60)
+
 
 WHATS = ["classifier", "pretrainer", "question_answerer", "token_classifier",
          "multiple_choice", "functional_encoder"]
@@ -110,7 +169,7 @@ CASES = [pytest.param(w, o, marks=() if (w, o) in FAST else pytest.mark.slow)
 
 
 @pytest.mark.parametrize("what,optimizer", CASES)
-def test_load_model_in_a_fresh_process(tmp_path, what, optimizer):
+def test_load_model_in_a_fresh_process(tmp_path, what, optimizer, loader):
   rng = np.random.RandomState(WHATS.index(what))
   model, x, y, loss = _case(what, rng)
   model.compile(optimizer=_optimizer(optimizer), loss=loss)
@@ -119,13 +178,9 @@ def test_load_model_in_a_fresh_process(tmp_path, what, optimizer):
   path = str(tmp_path / "model.keras")
   model.save(path)
   np.savez(tmp_path / "x.npz", **x)
-  env = dict(os.environ)
-  env.pop("KERAS_BACKEND", None)  # as in a user's shell: bert_tf selects it
-  proc = subprocess.run(
-      [sys.executable, "-c", LOADER, path, str(tmp_path / "x.npz"),
-       str(tmp_path / "out.npz")], capture_output=True, text=True, env=env, timeout=600)
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  names = proc.stdout.split()
+  loader(path, tmp_path / "x.npz", tmp_path / "out.npz")
+  with open(str(tmp_path / "out.npz") + ".names") as f:
+    names = f.read().split()
   assert names[0] == type(model).__name__
   assert names[1] == type(model.optimizer).__name__
   got = dict(np.load(tmp_path / "out.npz"))

@@ -5,14 +5,22 @@
   ``.ci/run`` runs.
 * Every ``sh`` and ``python`` block runs as written, top to bottom, in a
   fresh copy of the project whose parent folder has no ``shared/`` (as a
-  user's clone), with the project's ``.venv``. The harness shortens only
-  epoch and step counts (:func:`shorten`); a block marked ``no-run`` must be
-  a TF Serving client or server command (no server can run here).
+  user's clone), with the project's ``.venv``. The harness changes only
+  what sets the run's size (:func:`shorten`): epoch and step counts, and
+  the all-MiniLM-L6-v2 directory, which becomes a smaller BERT in the same
+  Hugging Face layout (``conftest.cropped_minilm_dir``: MiniLM's first four
+  layers cropped to H=128, its vocab and tokenizer files), so every fine-tuning
+  block runs the same code on ~1/20 of the arithmetic. The real MiniLM
+  directory goes through the same tools in the tests that check its numbers
+  (``test_lockstep_parity``, ``test_end_to_end``, ``test_run_squad``). A
+  block marked ``no-run`` must be a TF Serving client or server command (no
+  server can run here).
 """
 
 import os
 import re
 import resource
+import shlex
 import shutil
 import subprocess
 import sys
@@ -37,15 +45,26 @@ def blocks():
   return [(m.group(1).strip(), m.group(2)) for m in FENCE.finditer(text)]
 
 
-def shorten(info, code):
-  """The block as the harness runs it: only epoch and step counts change.
+# What the README's blocks write to find the MiniLM weights (sh; python).
+MINILM_SH = "$(.venv/bin/python tools/minilm_dir.py)"
+MINILM_PY = "minilm_dir()"
+
+
+def shorten(info, code, tiny_dir=None):
+  """The block as the harness runs it: only what sets the run's size changes.
 
   ``--num_train_epochs=X``: 0.02 on the two large sets (9,531 and ~2,000
   training rows), 0.25 elsewhere (the task slices); ``--num_train_steps``:
-  6; ``--num_warmup_steps``: 2; Keras ``fit(..., epochs=N)``: 1.
+  6; ``--num_warmup_steps``: 2; Keras ``fit(..., epochs=N)``: 1; with
+  ``tiny_dir``, the MiniLM directory the block finds (``MINILM_SH``,
+  ``MINILM_PY``) is ``tiny_dir`` (``conftest.cropped_minilm_dir``).
   """
   if info.startswith("python"):
+    if tiny_dir:
+      code = code.replace(MINILM_PY, repr(tiny_dir))
     return re.sub(r"\bepochs=\d+", "epochs=1", code)
+  if tiny_dir:
+    code = code.replace(MINILM_SH, shlex.quote(tiny_dir))
   commands = re.split(r"(?<!\\)\n", code)
   out = []
   for cmd in commands:
@@ -97,9 +116,11 @@ def _children_cpu():
   return r.ru_utime + r.ru_stime
 
 
-def _fresh_copy(dest):
+def _fresh_copy(dest, python=None):
   """The project's tracked and untracked-but-not-ignored files (a clone of
-  the working tree) in ``dest``, with a link to the project's ``.venv``."""
+  the working tree) in ``dest``, with the project's ``.venv``: a link to it,
+  or with ``python``, a folder of links to its entries whose
+  ``bin/python*`` are ``python`` (the warm server's stand-in)."""
   files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others",
                           "--exclude-standard"], cwd=ROOT, capture_output=True,
                          check=True).stdout.decode().split("\0")
@@ -109,22 +130,66 @@ def _fresh_copy(dest):
       continue
     os.makedirs(os.path.join(dest, os.path.dirname(rel)), exist_ok=True)
     shutil.copy2(src, os.path.join(dest, rel))
-  os.symlink(os.path.join(ROOT, ".venv"), os.path.join(dest, ".venv"))
+  venv = os.path.join(ROOT, ".venv")
+  if python is None:
+    os.symlink(venv, os.path.join(dest, ".venv"))
+    return
+  os.makedirs(os.path.join(dest, ".venv", "bin"))
+  for name in os.listdir(venv):
+    if name != "bin":
+      os.symlink(os.path.join(venv, name), os.path.join(dest, ".venv", name))
+      continue
+    for tool in os.listdir(os.path.join(venv, "bin")):
+      dst = os.path.join(dest, ".venv", "bin", tool)
+      if re.fullmatch(r"python[0-9.]*", tool):
+        shutil.copy(python, dst)
+      else:
+        os.symlink(os.path.join(venv, "bin", tool), dst)
+
+
+def _user_env():
+  """The environment the blocks run in: a user's shell (no test settings)."""
+  return {k: v for k, v in os.environ.items()
+          if k not in ("TF_CPP_MIN_LOG_LEVEL", "KERAS_BACKEND", "PYTHONPATH")}
+
+
+@pytest.fixture
+def warm_python(tmp_path):
+  """A ``python`` stand-in whose ``tools/*.py`` runs are forked from a warm
+  server (``tests/tool_server.py --socket``): the README's ~25 tool runs
+  skip TensorFlow's import (~4 CPU s each); everything else, and every run
+  with ``BERT_TF_TESTS_FRESH_TOOLS=1``, is the real interpreter. The quiet
+  start of a real process is the first-hour and packaging tests' subject."""
+  import tool_server  # pylint: disable=g-import-not-at-top
+  sock = str(tmp_path / "tools.sock")
+  server = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "tool_server.py"),
+                             "--socket=" + sock], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, env=_user_env())
+  try:
+    assert server.stdout.readline().strip() == '{"ready": true}'
+    python = str(tmp_path / "python_stand_in")
+    tool_server.write_python_stand_in(python, sock, os.path.join(ROOT, ".venv", "bin", "python"))
+    yield python
+  finally:
+    server.kill()
+    server.wait()
 
 
 @pytest.mark.slow  # every README command, shortened (~10 minutes)
-def test_every_readme_block_runs_as_written_in_a_clone_without_shared(tmp_path):
+def test_every_readme_block_runs_as_written_in_a_clone_without_shared(tmp_path, warm_python,
+                                                                     cropped_minilm_dir):
   clone = str(tmp_path / "clone" / "bert_tf")
-  _fresh_copy(clone)
+  _fresh_copy(clone, warm_python)
+  tiny = cropped_minilm_dir
   assert not os.path.exists(os.path.join(os.path.dirname(clone), "shared"))
-  env = {k: v for k, v in os.environ.items()
-         if k not in ("TF_CPP_MIN_LOG_LEVEL", "KERAS_BACKEND", "PYTHONPATH")}
-  ran = 0
+  env = _user_env()
+  ran = tiny_runs = 0
   for info, code in blocks()[1:]:
     words = info.split()
     if not words or "no-run" in words:
       continue
-    script = shorten(info, code)
+    script = shorten(info, code, tiny)
+    tiny_runs += tiny in script
     if words[0] == "sh":
       cmd = ["bash", "-euo", "pipefail", "-c", script]
     else:
@@ -150,3 +215,4 @@ def test_every_readme_block_runs_as_written_in_a_clone_without_shared(tmp_path):
               "sst2.keras"):
     assert os.path.exists(os.path.join(runs, rel)), rel
   assert ran >= 13
+  assert tiny_runs >= 6, "the README no longer finds MiniLM as MINILM_SH / MINILM_PY say"

@@ -23,11 +23,51 @@ console scripts run as real processes too.
 Protocol (one JSON object per line): request ``{"argv", "cwd", "env",
 "stdout", "stderr"}`` on stdin; replies ``{"pid"}`` when the child starts and
 ``{"rc"}`` when it ends.
+
+With ``--socket=PATH`` it serves shell commands instead (the README
+contract, ``tests/test_readme.py``): a ``python`` stand-in
+(:func:`write_python_stand_in`) sends its argv, working directory and
+environment with its own stdin, stdout and stderr (``SCM_RIGHTS``) over a
+``SOCK_SEQPACKET`` socket; the child runs on those descriptors, so pipes and
+``$(...)`` work as with a real process, and the stand-in exits with the
+child's status. What :func:`needs_fresh_process` names runs as a real
+interpreter (the stand-in ``exec``s it).
 """
 
 import json
 import os
+import socket
 import sys
+
+# Tools whose real start imports no TensorFlow (they fork workers when it is
+# absent): always a real process.
+NO_TENSORFLOW_TOOLS = ("create_pretraining_data.py",)
+# Environment that acts while TensorFlow loads: a request whose values differ
+# from the server's runs as a real process.
+START_ENV_PREFIXES = ("TF_", "KERAS_", "CUDA_", "OMP_", "MKL_", "BERT_TF_", "PYTHON")
+
+
+def needs_fresh_process(argv):
+  """True when ``python argv...`` must start a real interpreter: anything but
+  a ``tools/*.py`` script (``-c`` code often checks what a fresh process
+  imports), flags that act before TensorFlow loads, a tool that runs without
+  TensorFlow, or ``BERT_TF_TESTS_FRESH_TOOLS=1``."""
+  if os.environ.get("BERT_TF_TESTS_FRESH_TOOLS") == "1":
+    return True
+  script = str(argv[0]) if argv else ""
+  if os.path.basename(os.path.dirname(script)) != "tools" or not script.endswith(".py"):
+    return True
+  if os.path.basename(script) in NO_TENSORFLOW_TOOLS:
+    return True
+  from bert_tf.tools import _startup  # pylint: disable=g-import-not-at-top
+  argv = [str(a) for a in argv]  # what the tool's start reads before TensorFlow loads
+  return _startup.verbosity_requested(argv) or _startup.determinism_requested(argv)
+
+
+def start_env(env=None):
+  """The part of ``env`` (default ``os.environ``) that acts at start-up."""
+  env = os.environ if env is None else env
+  return {k: v for k, v in env.items() if k.startswith(START_ENV_PREFIXES)}
 
 
 def _warm_up():
@@ -47,8 +87,9 @@ def _warm_up():
   import bert_tf.tasks  # pylint: disable=g-import-not-at-top,unused-import
 
 
-def _child(req, reply_fd):
-  """Runs one request in the forked child; never returns."""
+def _child(req, reply_fd, fds=None):
+  """Runs one request in the forked child; never returns. ``fds``: its
+  stdin, stdout and stderr (default: /dev/null and the request's files)."""
   import builtins  # pylint: disable=g-import-not-at-top
   import importlib.machinery  # pylint: disable=g-import-not-at-top
   import types  # pylint: disable=g-import-not-at-top
@@ -56,14 +97,15 @@ def _child(req, reply_fd):
   import traceback  # pylint: disable=g-import-not-at-top
   os.close(reply_fd)
   os.setpgid(0, 0)
-  null = os.open(os.devnull, os.O_RDONLY)
-  out = os.open(req["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-  err = os.open(req["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-  os.dup2(null, 0)
-  os.dup2(out, 1)
-  os.dup2(err, 2)
-  for fd in (null, out, err):
-    os.close(fd)
+  if fds is None:
+    fds = (os.open(os.devnull, os.O_RDONLY),
+           os.open(req["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644),
+           os.open(req["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
+  for i, fd in enumerate(fds):
+    os.dup2(fd, i)
+  for fd in set(fds):
+    if fd > 2:
+      os.close(fd)
   os.chdir(req["cwd"])
   os.environ.clear()
   os.environ.update(req["env"])
@@ -102,7 +144,67 @@ def _child(req, reply_fd):
     os._exit(code)  # pylint: disable=protected-access
 
 
+STAND_IN = """#!{python}
+# The README contract's python (tests/tool_server.py): a tools/*.py run goes
+# to the warm server at {socket!r}; anything else is the real interpreter.
+import json, os, socket, sys
+sys.path[0:0] = [{tests!r}, {root!r}]
+import tool_server
+argv = sys.argv[1:]
+with open({socket!r} + ".env") as f:
+  same_env = json.load(f) == tool_server.start_env()
+if not same_env or tool_server.needs_fresh_process(argv):
+  os.execv({python!r}, [{python!r}] + argv)
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.connect({socket!r})
+req = json.dumps({{"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)}}).encode()
+socket.send_fds(s, [req], [0, 1, 2])
+reply = s.recv(4096)
+sys.exit(json.loads(reply)["rc"] if reply else 1)
+"""
+
+
+def write_python_stand_in(path, socket_path, python=sys.executable):
+  """Writes the ``python`` stand-in for a server on ``socket_path`` to
+  ``path`` (executable); it runs ``python`` for what the server does not."""
+  tests = os.path.dirname(os.path.abspath(__file__))
+  with open(path, "w", encoding="utf-8") as f:
+    f.write(STAND_IN.format(python=python, socket=socket_path, tests=tests,
+                            root=os.path.dirname(tests)))
+  os.chmod(path, 0o755)
+
+
+def serve_socket(path):
+  """Serves stand-in requests on ``path``, one at a time (see the module doc)."""
+  env = start_env()  # as the server was started (the warm-up sets some)
+  _warm_up()
+  with open(path + ".env", "w") as f:
+    json.dump(env, f)
+  srv = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+  srv.bind(path)
+  srv.listen(8)
+  print(json.dumps({"ready": True}), flush=True)
+  while True:
+    conn, _ = srv.accept()
+    msg, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
+    req = json.loads(msg)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+      conn.close()
+      _child(req, srv.fileno(), fds)
+    for fd in fds:
+      os.close(fd)
+    _, status = os.waitpid(pid, 0)
+    conn.send(json.dumps({"rc": os.waitstatus_to_exitcode(status)}).encode())
+    conn.close()
+
+
 def main():
+  if len(sys.argv) > 1 and sys.argv[1].startswith("--socket="):
+    serve_socket(sys.argv[1][len("--socket="):])
+    return
   reply = os.fdopen(os.dup(1), "w")
   null = os.open(os.devnull, os.O_WRONLY)
   os.dup2(null, 1)

@@ -111,7 +111,9 @@ def test_every_block_is_run_or_a_tf_serving_command():
 
 def _children_cpu():
   """CPU seconds of this process's finished child processes (with -s, the
-  harness prints each block's wall and CPU seconds)."""
+  harness prints each block's wall and CPU seconds). Tool runs forked by
+  the warm server (:func:`warm_python`) are the server's children and are
+  not counted: read the wall seconds."""
   r = resource.getrusage(resource.RUSAGE_CHILDREN)
   return r.ru_utime + r.ru_stime
 

@@ -17,8 +17,9 @@ real process for anything but a ``tools/*.py`` script (``-c`` code that
 checks what a fresh process imports, the tests' helper scripts), for a
 ``--deterministic`` or ``--verbosity`` run (they set ``TF_ENABLE_ONEDNN_OPTS``
 / ``TF_CPP_MIN_LOG_LEVEL`` before the import), for any extra environment, and
-when a test asks for ``fresh=True`` (start-up output); the README and the
-console scripts run as real processes too.
+when a test asks for ``fresh=True`` (start-up output); the console scripts
+run as real processes too (the README's tool runs come through the socket
+mode below).
 
 Protocol (one JSON object per line): request ``{"argv", "cwd", "env",
 "stdout", "stderr"}`` on stdin; replies ``{"pid"}`` when the child starts and

@@ -128,17 +128,7 @@ def run(tmp_path_factory):
                                             max_seq_length=SEQ),
   }
   return {"ft": ft, "tmp": tmp, "paths": paths, "model": model, "pre": pre,
-          "graph_pre": graph_preprocessor(pre)}
-
-
-def graph_preprocessor(pre):
-  """``pre(a, b=None)`` traced once per arity (any batch size): the
-  preprocessor as a tf.data map runs it. Eager, the ragged ops cost ~0.08 s
-  a call, 2/3 of the 200-example fuzz test (cProfile, 2026-11-29)."""
-  spec = tf.TensorSpec([None], tf.string)
-  single = tf.function(lambda a: pre(a), input_signature=[spec])
-  pair = tf.function(lambda a, b: pre(a, b), input_signature=[spec, spec])
-  return lambda a, b=None: single(a) if b is None else pair(a, b)
+          "graph_pre": conftest.graph_preprocessor(pre)}
 
 
 def reference(run, texts_a, texts_b=None):

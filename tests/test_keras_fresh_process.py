@@ -129,8 +129,9 @@ LOADER = textwrap.dedent("""
 
 @pytest.fixture(scope="module")
 def loader():
-  """The module's new process (:data:`LOADER`): ``load(model, x, out)`` is
-  the exit status of one forked load; its traceback goes to ``stderr_path``."""
+  """The module's new process (:data:`LOADER`): ``load(model, x, out)``
+  asserts that the process started (its imports passed) and that one forked
+  load exited 0; a failure's message holds the process's stderr."""
   env = dict(os.environ)
   env.pop("KERAS_BACKEND", None)  # as in a user's shell: bert_tf selects it
   import tempfile  # pylint: disable=g-import-not-at-top
@@ -144,10 +145,10 @@ def loader():
       with open(err_path) as f:
         return f.read()[-3000:]
 
+    ready = proc.stdout.readline().strip() == "ready"  # "" if the imports failed
+
     def load(*paths):
-      if proc.poll() is None and not hasattr(load, "ready"):
-        load.ready = proc.stdout.readline().strip() == "ready"
-      assert getattr(load, "ready", False), read_err()
+      assert ready, read_err()
       proc.stdin.write(" ".join(map(str, paths)) + "\n")
       proc.stdin.flush()
       rc = proc.stdout.readline().strip()

@@ -25,7 +25,8 @@ from bert_tf.export import saved_model
 from bert_tf.modeling import multiple_choice
 from bert_tf.modeling.multiple_choice import BertMultipleChoice
 from bert_tf.tasks import swag
-from conftest import MC_DIR, TINY_CONFIG, VOCAB, compile_c_loader, require, run_tool
+from conftest import MC_DIR, TINY_CONFIG, VOCAB, compile_c_loader, graph_preprocessor
+from conftest import require, run_tool
 from fuzz_util import AWKWARD, SLOW_MAX_CHARS, fuzz_settings, slow_fuzz, unicode_strings
 
 MC_DEV = os.path.join(MC_DIR, "dev.csv")
@@ -411,10 +412,7 @@ def exported(tmp_path_factory):
       model, pre, str(tmp_path_factory.mktemp("mc_export")), num_choices=4)
   return {"fn": tf.saved_model.load(path).signatures["serving_default"],
           "path": path, "model": model, "pre": pre,
-          # The packing traced once (any batch size), as the task's tf.data
-          # map runs it; eager, its ragged ops dominate the fuzz tests.
-          "graph_pre": tf.function(lambda a, b: pre(a, b), input_signature=[
-              tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.string)])}
+          "graph_pre": graph_preprocessor(pre)}
 
 
 def _serve(fn, contexts, endings):

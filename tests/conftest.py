@@ -330,12 +330,16 @@ def pytest_collection_modifyitems(config, items):
 
 
 _FILE_SECONDS = {}
+_WORKER_SECONDS = {}
 
 
 def pytest_runtest_logreport(report):
-  """Sums each file's test time (setup + call + teardown), for the summary."""
+  """Sums each file's and each xdist worker's test time (setup + call + teardown)."""
   path = report.nodeid.split("::")[0]
   _FILE_SECONDS[path] = _FILE_SECONDS.get(path, 0.0) + report.duration
+  worker = getattr(getattr(report, "node", None), "gateway", None)
+  worker = getattr(worker, "id", "main")
+  _WORKER_SECONDS[worker] = _WORKER_SECONDS.get(worker, 0.0) + report.duration
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -345,3 +349,6 @@ def pytest_terminal_summary(terminalreporter):
   top = sorted(_FILE_SECONDS.items(), key=lambda kv: -kv[1])[:12]
   terminalreporter.write_line("longest files (s, all workers): " + ", ".join(
       "%s %.0f" % (os.path.basename(p), s) for p, s in top))
+  # An idle worker at the end shows as a gap between these sums.
+  terminalreporter.write_line("test time per worker (s): " + ", ".join(
+      "%s %.0f" % kv for kv in sorted(_WORKER_SECONDS.items())))

@@ -343,12 +343,18 @@ def pytest_runtest_logreport(report):
 
 
 def pytest_terminal_summary(terminalreporter):
-  """One line per file of the 12 longest: what ``LONGEST_FILES_FIRST`` orders."""
+  """One line per file of the 12 longest (what ``LONGEST_FILES_FIRST``
+  orders) and each worker's sum; every file's seconds go to pytest's cache
+  (``.pytest_cache/v/bert_tf/file_seconds``)."""
   if not _FILE_SECONDS:
     return
   top = sorted(_FILE_SECONDS.items(), key=lambda kv: -kv[1])[:12]
   terminalreporter.write_line("longest files (s, all workers): " + ", ".join(
       "%s %.0f" % (os.path.basename(p), s) for p, s in top))
+  cache = getattr(terminalreporter.config, "cache", None)
+  if cache is not None:  # every file, for LONGEST_FILES_FIRST and the notes
+    cache.set("bert_tf/file_seconds", {os.path.basename(p): round(s, 1) for p, s in
+                                       sorted(_FILE_SECONDS.items(), key=lambda kv: -kv[1])})
   # An idle worker at the end shows as a gap between these sums.
   terminalreporter.write_line("test time per worker (s): " + ", ".join(
       "%s %.0f" % kv for kv in sorted(_WORKER_SECONDS.items())))

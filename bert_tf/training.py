@@ -388,7 +388,7 @@ class Trainer:
     self._grads_fn = (tf.function(self._grads, jit_compile=True)
                       if jit_compile else self._grads)
     self._stop_flag = None  # the flag when no StopRequest is passed (_no_stop)
-    self._step = tf.function(self._train_steps, reduce_retracing=True)
+    self._step = tf.function(self._train_steps, reduce_retracing=True, autograph=False)
 
   # --- per replica -------------------------------------------------------
 

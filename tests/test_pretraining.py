@@ -216,8 +216,43 @@ def test_mirrored_and_accumulated_steps_equal_one_device_step(records):
   assert r["keras_per_replica_clip_vs_one"] > 1e-4, r
 
 
+def run_workers(records, out, npz_prefix, stop_at_step=0, traces=None):
+  """Two MultiWorkerMirroredStrategy workers (127.0.0.1, ``TF_CONFIG``) of
+  ``tests/distributed_worker.py`` pretraining the tiny BERT to step 4
+  (stopped at ``stop_at_step`` when given), deterministic (no oneDNN
+  kernels, as ``training.enable_determinism`` says: the tools set this
+  themselves for ``--deterministic``), metrics logged after every step;
+  worker i's final weights go to ``<npz_prefix><i>.npz`` and, with
+  ``traces``, what it read and logged to ``traces[i]``. Returns the logs."""
+  ports = free_ports(2)
+  cluster = {"worker": ["127.0.0.1:%d" % p for p in ports]}
+  procs = []
+  for i in range(2):
+    env = dict(os.environ, TF_ENABLE_ONEDNN_OPTS="0", TF_CONFIG=json.dumps(
+        {"cluster": cluster, "task": {"type": "worker", "index": i}}))
+    procs.append(subprocess.Popen(
+        [sys.executable, "tests/distributed_worker.py", "worker", records, out,
+         "%s%d.npz" % (npz_prefix, i), str(stop_at_step), "1", "1"]
+        + ([traces[i]] if traces else []), cwd=ROOT, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+  logs = [p.communicate(timeout=900)[0] for p in procs]
+  assert [p.returncode for p in procs] == [0, 0], "\n".join(l[-3000:] for l in logs)
+  return logs
+
+
+@pytest.fixture(scope="module")
+def multi_worker_run(records, tmp_path_factory):
+  """One uninterrupted two-worker job (:func:`run_workers`, traced): the
+  subject of the one-device comparison and the reference of the resume
+  test; returns ``(folder, traces, logs, records)``."""
+  root = tmp_path_factory.mktemp("multi_worker")
+  traces = [str(root / ("trace%d.npz" % i)) for i in range(2)]
+  logs = run_workers(records, str(root / "out"), str(root / "w"), traces=traces)
+  return root, traces, logs, records
+
+
 @pytest.mark.slow
-def test_multi_worker_mirrored_equals_one_device(records, tmp_path):
+def test_multi_worker_mirrored_equals_one_device(multi_worker_run, tmp_path):
   """Two MultiWorkerMirrored workers (127.0.0.1, ``TF_CONFIG``) through
   :func:`bert_tf.jobs.run_pretraining` take the one-device step: the
   weights after 4 steps and every step's logged losses equal a one-device
@@ -225,24 +260,10 @@ def test_multi_worker_mirrored_equals_one_device(records, tmp_path):
   the same initial weights on the same global batches (both workers'
   batches of each step, records of the file that differ between the
   workers)."""
-  ports = free_ports(2)
-  cluster = {"worker": ["127.0.0.1:%d" % p for p in ports]}
-  out = str(tmp_path / "out")
-  env = dict(os.environ)
-  procs = []
-  traces = [str(tmp_path / ("trace%d.npz" % i)) for i in range(2)]
-  for i in range(2):
-    e = dict(env, TF_CONFIG=json.dumps({"cluster": cluster,
-                                        "task": {"type": "worker", "index": i}}))
-    # iterations_per_loop=1: the job logs its metrics after every step.
-    procs.append(subprocess.Popen(
-        [sys.executable, "tests/distributed_worker.py", "worker", records, out,
-         str(tmp_path / ("w%d.npz" % i)), "0", "0", "1", traces[i]], cwd=ROOT, env=e,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-  logs = [p.communicate(timeout=900)[0] for p in procs]
-  assert [p.returncode for p in procs] == [0, 0], "\n".join(l[-3000:] for l in logs)
+  root, traces, logs, records = multi_worker_run
+  out = str(root / "out")
   assert "step 4/4" in logs[0] and "step 4/4" in logs[1]
-  w0, w1 = (np.load(str(tmp_path / ("w%d.npz" % i))) for i in range(2))
+  w0, w1 = (np.load(str(root / ("w%d.npz" % i))) for i in range(2))
   assert int(w0["step"]) == int(w1["step"]) == 4
   assert len(w0.files) == 1 + len(
       pretraining.build_pretrainer(tiny()).trainable_variables)
@@ -274,7 +295,8 @@ def test_multi_worker_mirrored_equals_one_device(records, tmp_path):
   # The one-device reference on the global batches. Step 1's losses, before
   # any update, also show that the traced batches are the ones the job read.
   ref_path = str(tmp_path / "reference.npz")
-  run_tool(["tests/distributed_worker.py", "reference", traces[0], traces[1], ref_path])
+  run_tool(["tests/distributed_worker.py", "reference", traces[0], traces[1], ref_path],
+           env={"TF_ENABLE_ONEDNN_OPTS": "0"})  # as the workers
   ref = np.load(ref_path)
   names = sorted(k for k in w0.files if k != "step")
   assert sorted(k for k in ref.files if not k.startswith("metric/")) == names
@@ -291,7 +313,7 @@ def test_multi_worker_mirrored_equals_one_device(records, tmp_path):
 
   # The chief alone wrote checkpoints (every listed one complete, the last
   # at step 4); the other worker's temp dir is gone; every worker saved its
-  # own data position (tests/test_multiworker_resume.py).
+  # own data position (test_multi_worker_stop_and_resume_is_bit_identical).
   state = tf.train.get_checkpoint_state(out)
   assert state.model_checkpoint_path.endswith("ckpt-4")
   ckpts = [os.path.basename(p) for p in state.all_model_checkpoint_paths]
@@ -299,7 +321,7 @@ def test_multi_worker_mirrored_equals_one_device(records, tmp_path):
     assert checkpoint_values(os.path.join(out, name))
   assert sorted(os.listdir(out)) == sorted(
       ["bert_config.json", "checkpoint", "train", "data-worker-0", "data-worker-1",
-       "train_flags.json"] + [n + s for n in ckpts
+       "train_flags.json", "determinism.json"] + [n + s for n in ckpts
                               for s in (".data-00000-of-00001", ".index")])
   reader = tf.train.load_checkpoint(os.path.join(out, "ckpt-4"))
   key = [k for k in reader.get_variable_to_shape_map()
@@ -307,6 +329,35 @@ def test_multi_worker_mirrored_equals_one_device(records, tmp_path):
   assert key, "no word embeddings in the chief's checkpoint"
   emb = [k for k in w0.files if k.endswith("word_embeddings")][0]
   np.testing.assert_array_equal(reader.get_tensor(key[0]), w0[emb])
+
+
+@pytest.mark.slow
+def test_multi_worker_stop_and_resume_is_bit_identical(multi_worker_run, tmp_path):
+  """A multi-worker job stopped and restarted resumes every worker's data
+  position: the job of :func:`multi_worker_run` stopped at step 2 and
+  started again with the same command. Every worker saves its own
+  ``tf.data`` iterator beside the chief's checkpoint
+  (``data-worker-<i>/``), so the restarted job reads the batches the
+  uninterrupted one read and ends with bit-identical weights. (Before, only
+  the chief's position could be saved and a restarted job re-read its data
+  from the start: different batches, different weights.)"""
+  root, _, _, data = multi_worker_run
+  resumed = str(tmp_path / "resumed")
+  logs = run_workers(data, resumed, str(tmp_path / "first"), stop_at_step=2)
+  assert all("step 2/4" in l for l in logs)
+  assert all("step 3/4" not in l for l in logs)
+  assert {"data-worker-0", "data-worker-1"} <= set(os.listdir(resumed))
+  logs = run_workers(data, resumed, str(tmp_path / "resumed"))
+  for i, log in enumerate(logs):
+    assert "worker %d: restored its data position at step 2" % i in log, log[-3000:]
+    assert "step 4/4" in log
+  for i in range(2):
+    a = np.load(str(root / ("w%d.npz" % i)))
+    b = np.load(str(tmp_path / ("resumed%d.npz" % i)))
+    assert int(a["step"]) == int(b["step"]) == 4
+    differ = [k for k in a.files if a[k].tobytes() != b[k].tobytes()]
+    assert not differ, "worker %d: %d of %d tensors differ: %s" % (
+        i, len(differ), len(a.files), differ[:5])
 
 
 def checkpoint_values(prefix):

@@ -157,11 +157,12 @@ def _user_env():
 
 @pytest.fixture
 def warm_python(tmp_path):
-  """A ``python`` stand-in whose ``tools/*.py`` runs are forked from a warm
-  server (``tests/tool_server.py --socket``): the README's ~25 tool runs
-  skip TensorFlow's import (~4 CPU s each); everything else, and every run
-  with ``BERT_TF_TESTS_FRESH_TOOLS=1``, is the real interpreter. The quiet
-  start of a real process is the first-hour and packaging tests' subject."""
+  """A ``python`` stand-in whose ``tools/*.py`` runs and ``-c`` code (the
+  python blocks) are forked from a warm server (``tests/tool_server.py
+  --socket``): the README's ~30 runs skip TensorFlow's import (~4 CPU s
+  each); everything else, and every run with ``BERT_TF_TESTS_FRESH_TOOLS=1``,
+  is the real interpreter. The quiet start of a real process is the
+  first-hour and packaging tests' subject."""
   import tool_server  # pylint: disable=g-import-not-at-top
   sock = str(tmp_path / "tools.sock")
   server = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "tool_server.py"),

@@ -31,8 +31,10 @@ contract, ``tests/test_readme.py``): a ``python`` stand-in
 environment with its own stdin, stdout and stderr (``SCM_RIGHTS``) over a
 ``SOCK_SEQPACKET`` socket; the child runs on those descriptors, so pipes and
 ``$(...)`` work as with a real process, and the stand-in exits with the
-child's status. What :func:`needs_fresh_process` names runs as a real
-interpreter (the stand-in ``exec``s it).
+child's status. The stand-in also sends ``python -c CODE`` (the README's
+python blocks: user code, run as ``-c`` runs it, with ``sys.path[0] == ""``);
+what :func:`needs_fresh_process` names runs as a real interpreter (the
+stand-in ``exec``s it).
 """
 
 import json
@@ -48,13 +50,16 @@ NO_TENSORFLOW_TOOLS = ("create_pretraining_data.py",)
 START_ENV_PREFIXES = ("TF_", "KERAS_", "CUDA_", "OMP_", "MKL_", "BERT_TF_", "PYTHON")
 
 
-def needs_fresh_process(argv):
+def needs_fresh_process(argv, code=False):
   """True when ``python argv...`` must start a real interpreter: anything but
   a ``tools/*.py`` script (``-c`` code often checks what a fresh process
-  imports), flags that act before TensorFlow loads, a tool that runs without
+  imports; with ``code``, ``-c CODE`` is served too: the README's blocks),
+  flags that act before TensorFlow loads, a tool that runs without
   TensorFlow, or ``BERT_TF_TESTS_FRESH_TOOLS=1``."""
   if os.environ.get("BERT_TF_TESTS_FRESH_TOOLS") == "1":
     return True
+  if code and len(argv) >= 2 and str(argv[0]) == "-c":
+    return False
   script = str(argv[0]) if argv else ""
   if os.path.basename(os.path.dirname(script)) != "tools" or not script.endswith(".py"):
     return True
@@ -113,16 +118,21 @@ def _child(req, reply_fd, fds=None):
   argv = req["argv"]
   code = 0
   try:
-    script = os.path.abspath(argv[0])
-    sys.argv = list(argv)
-    sys.path[0] = os.path.dirname(script)
     main = types.ModuleType("__main__")
-    main.__file__ = script  # absolute, as Python >= 3.9 sets it
-    main.__loader__ = importlib.machinery.SourceFileLoader("__main__", script)
     main.__builtins__ = builtins
+    if argv[0] == "-c":  # python -c CODE ARGS: as the interpreter runs it
+      script, source = "<string>", argv[1]
+      sys.argv = ["-c"] + list(argv[2:])
+      sys.path[0] = ""
+    else:
+      script = os.path.abspath(argv[0])
+      sys.argv = list(argv)
+      sys.path[0] = os.path.dirname(script)
+      main.__file__ = script  # absolute, as Python >= 3.9 sets it
+      main.__loader__ = importlib.machinery.SourceFileLoader("__main__", script)
+      with open(script, "rb") as f:
+        source = f.read()
     sys.modules["__main__"] = main
-    with open(script, "rb") as f:
-      source = f.read()
     exec(compile(source, script, "exec"), main.__dict__)  # pylint: disable=exec-used
   except SystemExit as e:
     if e.code is None:
@@ -146,15 +156,16 @@ def _child(req, reply_fd, fds=None):
 
 
 STAND_IN = """#!{python}
-# The README contract's python (tests/tool_server.py): a tools/*.py run goes
-# to the warm server at {socket!r}; anything else is the real interpreter.
+# The README contract's python (tests/tool_server.py): a tools/*.py run or
+# -c code goes to the warm server at {socket!r}; anything else is the real
+# interpreter.
 import json, os, socket, sys
 sys.path[0:0] = [{tests!r}, {root!r}]
 import tool_server
 argv = sys.argv[1:]
 with open({socket!r} + ".env") as f:
   same_env = json.load(f) == tool_server.start_env()
-if not same_env or tool_server.needs_fresh_process(argv):
+if not same_env or tool_server.needs_fresh_process(argv, code=True):
   os.execv({python!r}, [{python!r}] + argv)
 s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
 s.connect({socket!r})

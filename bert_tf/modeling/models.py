@@ -194,7 +194,8 @@ class TextInputsMixin:
         ds = ds.shuffle(ds.cardinality(), reshuffle_each_iteration=True)
       ds = ds.batch(batch_size or DEFAULT_TEXT_BATCH_SIZE)
     self._require_preprocessor()
-    return ds.map(self._text_batch, num_parallel_calls=tf.data.AUTOTUNE).prefetch(
+    return ds.map(tf.autograph.experimental.do_not_convert(self._text_batch),
+                  num_parallel_calls=tf.data.AUTOTUNE).prefetch(
         tf.data.AUTOTUNE)
 
   def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto",

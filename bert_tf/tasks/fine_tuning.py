@@ -264,7 +264,7 @@ def predict_step(model):
   step = _PREDICT_FNS.get(model)
   if step is None:
     step = tf.function(lambda f: tf.cast(model(f, training=False), tf.float32),
-                       reduce_retracing=True)
+                       reduce_retracing=True, autograph=False)
     _PREDICT_FNS[model] = step
   return step
 

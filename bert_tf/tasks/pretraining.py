@@ -289,7 +289,7 @@ def evaluate(model, params, nsp=True):
   """
   ds = _dataset(params, params.eval_batch_size, False, None)
 
-  @tf.function(reduce_retracing=True)
+  @tf.function(reduce_retracing=True, autograph=False)
   def step(features):
     return pretraining_metrics(model(features, training=False), features, nsp)[1]
 

@@ -252,7 +252,7 @@ def predict_logits(model, arrays: dict, batch_size: int,
   if step is None:
     spec = {k: tf.TensorSpec([batch_size, seq], tf.int32) for k in FEATURE_NAMES}
 
-    @tf.function(input_signature=[spec])
+    @tf.function(input_signature=[spec], autograph=False)
     def step(features):
       out = model(features, training=False)
       return out["start_logits"], out["end_logits"]

@@ -134,7 +134,8 @@ def choices_dataset(preprocessor: preprocessing.BertPreprocessor, contexts, endi
     return features if y is None else (features, tf.gather(y, idx))
   return (classifier_data.index_batches(len(contexts), batch_size, shuffle=shuffle,
                                         seed=seed, drop_remainder=drop_remainder)
-          .map(encode, num_parallel_calls=tf.data.AUTOTUNE).prefetch(2))
+          .map(tf.autograph.experimental.do_not_convert(encode),
+               num_parallel_calls=tf.data.AUTOTUNE).prefetch(2))
 
 
 def accuracy_and_loss(logits: np.ndarray, labels) -> dict:

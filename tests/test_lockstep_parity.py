@@ -107,8 +107,8 @@ def _squad(minilm_dir, out, v2):
   d = SQUAD_V2_DIR if v2 else SQUAD_V1_DIR
   params = squad.SquadParams(
       output_dir=str(out), train_file=os.path.join(d, "train.json"),
-      init_checkpoint=minilm_dir, max_seq_length=128, doc_stride=64,
-      max_query_length=32, train_batch_size=8, version_2_with_negative=v2)
+      init_checkpoint=minilm_dir, max_seq_length=64, doc_stride=32,
+      max_query_length=16, train_batch_size=8, version_2_with_negative=v2)
   return squad.QuestionAnsweringTask(params, do_train=True, do_predict=False), "squad", None
 
 
@@ -142,8 +142,9 @@ CASES = {
 # "sentence_pair" with every segment id 0 (the pair case also trains the
 # segment-B embedding row), and "squad_v1" the span path of "squad_v2"
 # without unanswerable questions (the v2 batches hold both kinds: at least
-# 40 answer windows and 10 [CLS] targets, 10 of them unanswerable, see
-# ``_check_batches``). "sentence" still runs against the original optimizer,
+# 30 answer windows and 10 [CLS] targets, 10 of them unanswerable, see
+# ``_check_batches``; 64-token windows, stride 32: half the arithmetic of
+# 128-token ones, 31 answer windows in the 160 rows). "sentence" still runs against the original optimizer,
 # and against Hugging Face in the negative controls' unchanged comparison
 # (8 steps, weights AND weight changes compared), which fails on the same
 # defects of the single-sentence path.
@@ -173,7 +174,7 @@ def _check_batches(name, task, kind, batches):
     assert pair == (name == "sentence_pair")
   if kind == "squad":
     starts = np.concatenate([b[1]["start_positions"] for b in batches])
-    assert (starts > 0).sum() >= 40 and (starts == 0).sum() >= 10
+    assert (starts > 0).sum() >= 30 and (starts == 0).sum() >= 10
     if name == "squad_v2":
       assert _impossible_rows(task, batches) >= 10
   if kind == "ner":

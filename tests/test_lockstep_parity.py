@@ -144,8 +144,8 @@ CASES = {
 # without unanswerable questions (the v2 batches hold both kinds: at least
 # 30 answer windows and 10 [CLS] targets, 10 of them unanswerable, see
 # ``_check_batches``; 64-token windows, stride 32: half the arithmetic of
-# 128-token ones, 31 answer windows in the 160 rows). "sentence" still runs against the original optimizer,
-# and against Hugging Face in the negative controls' unchanged comparison
+# 128-token ones, 31 answer windows in the 160 rows). "sentence" still runs
+# against the original optimizer, and against Hugging Face in the negative controls' unchanged comparison
 # (8 steps, weights AND weight changes compared), which fails on the same
 # defects of the single-sentence path.
 LOCKSTEP_CASES = ("sentence_pair", "squad_v2", "ner", "swag")

@@ -244,15 +244,15 @@ def run_workers(records, out, npz_prefix, stop_at_step=0, traces=None):
 def multi_worker_run(records, tmp_path_factory):
   """One uninterrupted two-worker job (:func:`run_workers`, traced): the
   subject of the one-device comparison and the reference of the resume
-  test; returns ``(folder, traces, logs, records)``."""
+  test; returns ``(folder, traces, logs)``."""
   root = tmp_path_factory.mktemp("multi_worker")
   traces = [str(root / ("trace%d.npz" % i)) for i in range(2)]
   logs = run_workers(records, str(root / "out"), str(root / "w"), traces=traces)
-  return root, traces, logs, records
+  return root, traces, logs
 
 
 @pytest.mark.slow
-def test_multi_worker_mirrored_equals_one_device(multi_worker_run, tmp_path):
+def test_multi_worker_mirrored_equals_one_device(multi_worker_run, records, tmp_path):
   """Two MultiWorkerMirrored workers (127.0.0.1, ``TF_CONFIG``) through
   :func:`bert_tf.jobs.run_pretraining` take the one-device step: the
   weights after 4 steps and every step's logged losses equal a one-device
@@ -260,7 +260,7 @@ def test_multi_worker_mirrored_equals_one_device(multi_worker_run, tmp_path):
   the same initial weights on the same global batches (both workers'
   batches of each step, records of the file that differ between the
   workers)."""
-  root, traces, logs, records = multi_worker_run
+  root, traces, logs = multi_worker_run
   out = str(root / "out")
   assert "step 4/4" in logs[0] and "step 4/4" in logs[1]
   w0, w1 = (np.load(str(root / ("w%d.npz" % i))) for i in range(2))
@@ -332,7 +332,7 @@ def test_multi_worker_mirrored_equals_one_device(multi_worker_run, tmp_path):
 
 
 @pytest.mark.slow
-def test_multi_worker_stop_and_resume_is_bit_identical(multi_worker_run, tmp_path):
+def test_multi_worker_stop_and_resume_is_bit_identical(multi_worker_run, records, tmp_path):
   """A multi-worker job stopped and restarted resumes every worker's data
   position: the job of :func:`multi_worker_run` stopped at step 2 and
   started again with the same command. Every worker saves its own
@@ -341,13 +341,13 @@ def test_multi_worker_stop_and_resume_is_bit_identical(multi_worker_run, tmp_pat
   uninterrupted one read and ends with bit-identical weights. (Before, only
   the chief's position could be saved and a restarted job re-read its data
   from the start: different batches, different weights.)"""
-  root, _, _, data = multi_worker_run
+  root, _, _ = multi_worker_run
   resumed = str(tmp_path / "resumed")
-  logs = run_workers(data, resumed, str(tmp_path / "first"), stop_at_step=2)
+  logs = run_workers(records, resumed, str(tmp_path / "first"), stop_at_step=2)
   assert all("step 2/4" in l for l in logs)
   assert all("step 3/4" not in l for l in logs)
   assert {"data-worker-0", "data-worker-1"} <= set(os.listdir(resumed))
-  logs = run_workers(data, resumed, str(tmp_path / "resumed"))
+  logs = run_workers(records, resumed, str(tmp_path / "resumed"))
   for i, log in enumerate(logs):
     assert "worker %d: restored its data position at step 2" % i in log, log[-3000:]
     assert "step 4/4" in log

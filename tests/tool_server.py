@@ -13,13 +13,13 @@ server but imports, so the child's TensorFlow starts its runtime (thread
 pools, devices, op determinism, oneDNN) as a new process's does.
 
 Not for what happens while TensorFlow loads: ``conftest.run_tool`` starts a
-real process for anything but a ``tools/*.py`` script (``-c`` code that
-checks what a fresh process imports, the tests' helper scripts), for a
-``--deterministic`` or ``--verbosity`` run (they set ``TF_ENABLE_ONEDNN_OPTS``
-/ ``TF_CPP_MIN_LOG_LEVEL`` before the import), for any extra environment, and
-when a test asks for ``fresh=True`` (start-up output); the console scripts
-run as real processes too (the README's tool runs come through the socket
-mode below).
+real process for anything but a ``tools/*.py`` script or pip's ``bert-X``
+console script of the same tool (``-c`` code that checks what a fresh
+process imports, the tests' helper scripts), for a ``--deterministic`` or
+``--verbosity`` run (they set ``TF_ENABLE_ONEDNN_OPTS`` /
+``TF_CPP_MIN_LOG_LEVEL`` before the import), for any extra environment, and
+when a test asks for ``fresh=True`` (start-up output); the README's tool
+runs come through the socket mode below.
 
 Protocol (one JSON object per line): request ``{"argv", "cwd", "env",
 "stdout", "stderr"}`` on stdin; replies ``{"pid"}`` when the child starts and
@@ -45,6 +45,9 @@ import sys
 # Tools whose real start imports no TensorFlow (they fork workers when it is
 # absent): always a real process.
 NO_TENSORFLOW_TOOLS = ("create_pretraining_data.py",)
+# pip's console scripts (``pyproject.toml``): ``bert-run-classifier`` runs
+# ``tools/run_classifier.py``'s ``run``.
+CONSOLE_SCRIPT_PREFIX = "bert-"
 # Environment that acts while TensorFlow loads: a request whose values differ
 # from the server's runs as a real process.
 START_ENV_PREFIXES = ("TF_", "KERAS_", "CUDA_", "OMP_", "MKL_", "BERT_TF_", "PYTHON")
@@ -61,13 +64,27 @@ def needs_fresh_process(argv, code=False):
   if code and len(argv) >= 2 and str(argv[0]) == "-c":
     return False
   script = str(argv[0]) if argv else ""
-  if os.path.basename(os.path.dirname(script)) != "tools" or not script.endswith(".py"):
-    return True
-  if os.path.basename(script) in NO_TENSORFLOW_TOOLS:
+  tool = console_script_tool(script)
+  if tool is None:
+    if os.path.basename(os.path.dirname(script)) != "tools" or not script.endswith(".py"):
+      return True
+    tool = os.path.basename(script)
+  if tool in NO_TENSORFLOW_TOOLS:
     return True
   from bert_tf.tools import _startup  # pylint: disable=g-import-not-at-top
   argv = [str(a) for a in argv]  # what the tool's start reads before TensorFlow loads
   return _startup.verbosity_requested(argv) or _startup.determinism_requested(argv)
+
+
+def console_script_tool(path):
+  """``X.py`` for pip's ``bert-X`` console script in this interpreter's
+  ``bin`` (a Python file: the server runs it as ``__main__``, as its
+  ``#!`` line's interpreter would), else None."""
+  name = os.path.basename(path)
+  if (not name.startswith(CONSOLE_SCRIPT_PREFIX) or os.path.dirname(os.path.abspath(path))
+      != os.path.dirname(os.path.abspath(sys.executable))):
+    return None
+  return name[len(CONSOLE_SCRIPT_PREFIX):].replace("-", "_") + ".py"
 
 
 def start_env(env=None):

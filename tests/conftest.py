@@ -121,7 +121,8 @@ def crop_minilm(minilm, dest):
   ``vocab.txt`` and tokenizer files unchanged. The same key names and
   dtypes as the real file, so the tools read it the same way; ~1/20 of
   MiniLM's arithmetic. For runs whose numbers are not checked (the README
-  contract): cropped, the network is no longer a trained one (the Hugging
+  contract, the lockstep's negative controls, which test the comparison):
+  cropped, the network is no longer a trained one (the Hugging
   Face lockstep on it: a classifier head that barely moves in 20 steps, and
   a pooler bias 2.9e-4 apart; it stays on the real weights).
   """

@@ -47,9 +47,10 @@ noise only; they are checked to stay put (``lockstep_util.ZERO_GRADIENT``).
 Our pooler, unused by SQuAD and NER (HF's models for them have none), must
 not move at all.
 
-Negative controls: the same comparison, one piece changed on our side
-(clip norm 0.5, weight decay on LayerNorm and biases, no warm-up, another
-total step count), must report a violation.
+Negative controls: the same comparison (8 steps, on the cropped MiniLM of
+``conftest.crop_minilm``), one piece changed on our side (clip norm 0.5,
+weight decay on LayerNorm and biases, no warm-up, another total step
+count), must report a violation.
 
 Found by these tests:
 
@@ -145,9 +146,10 @@ CASES = {
 # 30 answer windows and 10 [CLS] targets, 10 of them unanswerable, see
 # ``_check_batches``; 64-token windows, stride 32: half the arithmetic of
 # 128-token ones, 31 answer windows in the 160 rows). "sentence" still runs
-# against the original optimizer, and against Hugging Face in the negative controls' unchanged comparison
-# (8 steps, weights AND weight changes compared), which fails on the same
-# defects of the single-sentence path.
+# against the original optimizer, and against Hugging Face in the negative
+# controls' unchanged comparison (8 steps on the cropped MiniLM, weights AND
+# weight changes compared), which fails on the same defects of the
+# single-sentence path.
 LOCKSTEP_CASES = ("sentence_pair", "squad_v2", "ner", "swag")
 
 
@@ -259,14 +261,19 @@ CONTROLS = {
 
 
 @pytest.mark.slow
-def test_negative_controls_break_lockstep(minilm_dir, torch_ready, tmp_path):
-  task, kind, num_labels = CASES["sentence"](minilm_dir, tmp_path)
+def test_negative_controls_break_lockstep(cropped_minilm_dir, torch_ready, tmp_path):
+  """On the cropped MiniLM (``conftest.crop_minilm``, ~1/20 of the
+  arithmetic, 81 -> 42 s): the controls test the comparison, not the
+  weights; the unchanged run still passes and each change is caught (the
+  clip norm by the pooler's and the head's biases, 3e-2 apart against a
+  1e-4 tolerance; the others by 21 to 143 violations, 2026-11-29)."""
+  task, kind, num_labels = CASES["sentence"](cropped_minilm_dir, tmp_path)
   batches = lu.task_batches(task, task.train_batch_size, CONTROL_STEPS)
   steps = (CONTROL_STEPS,)
   base = dict(weight_decay=CONTROL_WEIGHT_DECAY)
   ours, _ = lu.train_ours(task, kind, batches, setup=lu.OurSetup(**base),
                           snapshot_steps=steps)
-  hf = lu.build_hf(kind, minilm_dir, num_labels)
+  hf = lu.build_hf(kind, cropped_minilm_dir, num_labels)
   lu.check_and_copy_head(hf, kind, ours.initial)
   ref = lu.train_hf(hf, kind, batches, snapshot_steps=steps,
                     weight_decay=CONTROL_WEIGHT_DECAY)

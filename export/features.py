@@ -132,8 +132,7 @@ def export_encoder_all_layers(encoder, export_dir: str, vocab_file: Optional[str
     raise ValueError("max_seq_length %d exceeds max_position_embeddings %d" % (
         preprocessor.max_seq_length, config.max_position_embeddings))
   module = AllLayersServingModule(encoder, preprocessor)
-  signatures = {"serving_default": module.serve.get_concrete_function(),
-                "pair": module.serve_pair.get_concrete_function()}
+  signatures = {"serving_default": module.serve, "pair": module.serve_pair}
   metadata = {"export": "encoder_all_layers", "task": None, "labels": None,
               "is_pair": None, "inputs": {"serving_default": ["text_a"],
                                           "pair": ["text_a", "text_b"]},

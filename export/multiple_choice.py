@@ -160,5 +160,5 @@ def export_multiple_choice(model, preprocessor: preprocessing.BertPreprocessor,
       "preserve_unused_tokens": preprocessor.preserve_unused_tokens,
   }
   return saved_model._write_export(  # pylint: disable=protected-access
-      module, {"serving_default": module.signature()}, export_dir, version,
+      module, {"serving_default": module.serve}, export_dir, version,
       metadata, _warmup_requests(module.num_choices))

@@ -474,5 +474,5 @@ def export_squad(model, vocab_file, do_lower_case, export_dir, max_seq_length=38
   requests = [("serving_default", {"question": list(WARMUP_QUESTIONS),
                                    "context": list(WARMUP_CONTEXTS)})]
   return saved_model._write_export(  # pylint: disable=protected-access
-      module, {"serving_default": module.signature()}, export_dir, version,
+      module, {"serving_default": module.serve}, export_dir, version,
       metadata, requests)

@@ -199,5 +199,5 @@ def export_tagger(model, preprocessor, labels: Sequence[str], export_dir: str,
       "offsets": "start_char/end_char: Unicode code points, end exclusive",
   }
   return saved_model._write_export(  # pylint: disable=protected-access
-      module, {"serving_default": module.signature()}, export_dir, version,
+      module, {"serving_default": module.serve}, export_dir, version,
       metadata, [("serving_default", {"sentence": list(WARMUP_SENTENCES)})])

@@ -41,11 +41,8 @@ def signature_tensors(saved_model_dir: str, signature: str = "serving_default"
     KeyError: the SavedModel has no such signature (the message lists the
       ones it has).
   """
-  from tensorflow.core.protobuf import saved_model_pb2  # pylint: disable=g-import-not-at-top
-  sm = saved_model_pb2.SavedModel()
-  with open(os.path.join(saved_model_dir, "saved_model.pb"), "rb") as f:
-    sm.ParseFromString(f.read())
-  sigs = sm.meta_graphs[0].signature_def
+  from bert_tf.export import serving_ops  # pylint: disable=g-import-not-at-top
+  sigs = serving_ops.read_saved_model_proto(saved_model_dir).meta_graphs[0].signature_def
   if signature not in sigs:
     raise KeyError("%s has no signature %r (it has %s)"
                    % (saved_model_dir, signature, ", ".join(sorted(sigs))))

@@ -48,7 +48,6 @@ import re
 
 import numpy as np
 import tensorflow as tf
-from tensorflow.core.protobuf import saved_model_pb2
 
 from bert_tf import io_utils
 from bert_tf import preprocessing
@@ -372,9 +371,7 @@ def next_version(export_dir):
 def _signature_summary(saved_model_dir):
   """``{signature: {"inputs": [names], "outputs": [names]}}`` of a written
   SavedModel, read from its ``saved_model.pb``."""
-  sm = saved_model_pb2.SavedModel()
-  with open(os.path.join(saved_model_dir, "saved_model.pb"), "rb") as f:
-    sm.ParseFromString(f.read())
+  sm = serving_ops.read_saved_model_proto(saved_model_dir)
   return {name: {"inputs": sorted(sig.inputs), "outputs": sorted(sig.outputs)}
           for mg in sm.meta_graphs for name, sig in mg.signature_def.items()
           if not name.startswith("__")}

@@ -51,6 +51,18 @@ MIN_SERVING_VERSION = {
 }
 
 
+def read_saved_model_proto(saved_model_dir):
+  """The parsed ``saved_model.pb`` of ``saved_model_dir`` (a ``SavedModel`` proto).
+
+  Raises:
+    FileNotFoundError: no ``saved_model.pb`` there.
+  """
+  sm = saved_model_pb2.SavedModel()
+  with open(os.path.join(saved_model_dir, "saved_model.pb"), "rb") as f:
+    sm.ParseFromString(f.read())
+  return sm
+
+
 def graph_ops(saved_model_dir):
   """Sorted names of every op in a SavedModel (all graphs and functions).
 
@@ -63,9 +75,7 @@ def graph_ops(saved_model_dir):
   Raises:
     FileNotFoundError: no ``saved_model.pb`` there.
   """
-  sm = saved_model_pb2.SavedModel()
-  with open(os.path.join(saved_model_dir, "saved_model.pb"), "rb") as f:
-    sm.ParseFromString(f.read())
+  sm = read_saved_model_proto(saved_model_dir)
   ops = set()
   for mg in sm.meta_graphs:
     ops.update(n.op for n in mg.graph_def.node)

@@ -106,10 +106,6 @@ class MultipleChoiceServingModule(tf.Module):
       context, endings = tf.identity(context), tf.identity(endings)
     return self.predict(context, tf.reshape(endings, [-1, self.num_choices]))
 
-  def signature(self):
-    """The concrete ``serving_default`` function."""
-    return self.serve.get_concrete_function()
-
 
 def _warmup_requests(num_choices):
   endings = [[(list(row) * num_choices)[k] for k in range(num_choices)]

@@ -284,10 +284,6 @@ class ClassifierServingModule(tf.Module):
   def _serve_pair(self, text_a, text_b):
     return self.predict(*check_same_batch(text_a, text_b))
 
-  def signature(self):
-    """The concrete ``serving_default`` function."""
-    return self.serve.get_concrete_function()
-
 
 class PreprocessorServingModule(tf.Module):
   """:class:`BertPreprocessor` alone behind string signatures (TF Hub split).

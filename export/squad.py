@@ -413,10 +413,6 @@ class SquadServingModule(tf.Module):
     with tf.control_dependencies([check]):
       return self.answer(tf.identity(question), tf.identity(context))
 
-  def signature(self):
-    """The concrete ``serving_default`` function."""
-    return self.serve.get_concrete_function()
-
 
 def export_squad(model, vocab_file, do_lower_case, export_dir, max_seq_length=384,
                  doc_stride=128, max_query_length=64, max_answer_length=30,

@@ -152,10 +152,6 @@ class TaggingServingModule(tf.Module):
   def _serve(self, sentence):
     return self.tag(sentence)
 
-  def signature(self):
-    """The concrete ``serving_default`` function."""
-    return self.serve.get_concrete_function()
-
 
 def export_tagger(model, preprocessor, labels: Sequence[str], export_dir: str,
                   doc_stride: int = 64, max_windows: int = 256,

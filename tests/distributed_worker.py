@@ -60,17 +60,18 @@ def max_diff(a, b):
   return max(float(np.max(np.abs(a[k] - b[k]))) for k in a)
 
 
-def setup(strategy, lr, num_train_steps, num_warmup_steps, init=None):
-  """The tiny pretrainer (seed 7, no dropout) and the original optimizer,
-  built in ``strategy``'s scope; ``init``: weights to start from instead
-  (a :func:`weights` dict)."""
+def setup(strategy, lr, num_train_steps, num_warmup_steps, init=None,
+          optimizer="adamw_original"):
+  """The tiny pretrainer (seed 7, no dropout) and ``optimizer`` (the
+  original's by default), built in ``strategy``'s scope; ``init``: weights
+  to start from instead (a :func:`weights` dict)."""
   import keras  # pylint: disable=g-import-not-at-top
   from bert_tf import optimization  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks import pretraining  # pylint: disable=g-import-not-at-top
   keras.utils.set_random_seed(7)
   with strategy.scope():
     model = pretraining.build_pretrainer(tiny_config())
-    opt = optimization.create_optimizer(lr, num_train_steps, num_warmup_steps)
+    opt = optimization.create_optimizer(lr, num_train_steps, num_warmup_steps, optimizer)
     opt.build(model.trainable_variables)
   if init is not None:
     names = sorted(init)
@@ -81,7 +82,8 @@ def setup(strategy, lr, num_train_steps, num_warmup_steps, init=None):
   return model, opt
 
 
-def train(strategy, batches, lr, num_train_steps, num_warmup_steps, k=1, init=None):
+def train(strategy, batches, lr, num_train_steps, num_warmup_steps, k=1, init=None,
+          optimizer="adamw_original"):
   """One optimizer step per global batch of ``batches`` under ``strategy``
   (:class:`bert_tf.training.Trainer`, the library's step), k micro-batches.
 
@@ -92,7 +94,7 @@ def train(strategy, batches, lr, num_train_steps, num_warmup_steps, k=1, init=No
   """
   from bert_tf import training  # pylint: disable=g-import-not-at-top
   from bert_tf.tasks import pretraining  # pylint: disable=g-import-not-at-top
-  model, opt = setup(strategy, lr, num_train_steps, num_warmup_steps, init)
+  model, opt = setup(strategy, lr, num_train_steps, num_warmup_steps, init, optimizer)
   start = weights(model)
 
   def compute(features, totals):
@@ -125,8 +127,8 @@ def steps_mode(data):
       data, 8, 64, 10, is_training=False).take(num_steps))
   assert all(b["input_ids"].shape[0] == 8 for b in batches)
 
-  def run(strategy, k=1):
-    init, final, _ = train(strategy, batches, lr, 10, 0, k=k)
+  def run(strategy, k=1, optimizer="adamw_original"):
+    init, final, _ = train(strategy, batches, lr, 10, 0, k=k, optimizer=optimizer)
     return init, final
 
   one = tf.distribute.OneDeviceStrategy("/cpu:0")
@@ -134,6 +136,9 @@ def steps_mode(data):
   init1, w1 = run(one)
   init2, w2 = run(mirrored)
   _, w_acc = run(one, k=2)
+  # AdamW's fused update is handed per-device slot components too.
+  _, a1 = run(one, optimizer="adamw")
+  _, a2 = run(mirrored, optimizer="adamw")
 
   # The global gradient norm of the first batch: clipping (1.0) binds.
   model, _ = setup(one, lr, 10, 0)
@@ -165,6 +170,8 @@ def steps_mode(data):
       "init_diff": max_diff(init1, init2),
       "mirrored_vs_one": max_diff(w1, w2),
       "accumulated_vs_big_batch": max_diff(w1, w_acc),
+      "adamw_mirrored_vs_one": max_diff(a1, a2),
+      "adamw_vs_original": max_diff(w1, a1),
       "keras_per_replica_clip_vs_one": max_diff(w1, w_keras),
       "moved": max_diff(w1, init1),
       "grad_norm": norm,

@@ -203,7 +203,8 @@ def test_tool_keeps_the_original_flags():
 
 @pytest.mark.slow
 def test_mirrored_and_accumulated_steps_equal_one_device_step(records):
-  """2 replicas, or 2 micro-batches, take the one-device step (clipping binds)."""
+  """2 replicas, or 2 micro-batches, take the one-device step (clipping binds),
+  with the original optimizer and with ``adamw`` (both fused updates)."""
   p = run_tool(["tests/distributed_worker.py", "steps", records])
   r = json.loads(p.stdout.strip().splitlines()[-1])
   assert r["init_diff"] == 0.0
@@ -211,6 +212,7 @@ def test_mirrored_and_accumulated_steps_equal_one_device_step(records):
   assert r["moved"] > 5e-3  # 3 steps at lr 2e-3 moved the weights
   assert r["mirrored_vs_one"] < 1e-5, r
   assert r["accumulated_vs_big_batch"] < 1e-5, r
+  assert r["adamw_mirrored_vs_one"] < 1e-5 < r["adamw_vs_original"], r
   # Negative control: clipping per replica before the all-reduce (Keras'
   # own apply_gradients under Mirrored) takes a different step.
   assert r["keras_per_replica_clip_vs_one"] > 1e-4, r

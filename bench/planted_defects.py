@@ -157,8 +157,8 @@ DEFECTS: List[Defect] = [
     # --------------------------------------------------------- optimizer
     Defect(
         "adamw_no_bias_correction", "bert_tf/optimization.py",
-        "    self.assign_sub(variable, ops.divide(ops.multiply(m, lr / bias_1), denom))\n",
-        "    self.assign_sub(variable, ops.divide(ops.multiply(m, lr), denom))\n",
+        "value=old_var - next_m * (lr / bias_1) / denom)\n",
+        "value=old_var - next_m * lr / denom)\n",
         ("tests/test_lockstep_parity.py::test_adamw_step_is_torch_adamw",),
         "--optimizer=adamw: first-moment bias correction dropped"),
     Defect(

@@ -360,3 +360,5 @@ def test_adamw_step_is_torch_adamw(torch_ready):
         k, np.abs(got[k] - want).max() / upd, np.abs(keras_got[k] - want).max() / upd))
     assert np.abs(got[k] - want).max() <= 1e-4 * upd
     assert np.abs(keras_got[k] - want).max() > 1e-2 * upd
+  with pytest.raises(ValueError, match="amsgrad"):  # not torch's step: refused
+    optimization.AdamW(amsgrad=True)

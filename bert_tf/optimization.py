@@ -121,9 +121,7 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
   def update_step(self, gradient, variable, learning_rate):
     index = self._get_variable_index(variable)
     decay = self.weight_decay_rate if self._decay_flags[index] else 0.0
-    var = _tf_variable(variable)
-    m = _local_component(_tf_variable(self._m[index]), var)
-    v = _local_component(_tf_variable(self._v[index]), var)
+    var, m, v = _on_device(variable, self._m[index], self._v[index])
     _fused_update(var.handle, m.handle, v.handle, tf.convert_to_tensor(gradient),
                   tf.cast(learning_rate, variable.dtype), decay, self.beta_1,
                   self.beta_2, self.epsilon)
@@ -140,6 +138,12 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
 def _tf_variable(variable):
   """The tf.Variable behind a Keras 3 variable (itself if already one)."""
   return variable if isinstance(variable, tf.Variable) else variable.value
+
+
+def _on_device(variable, *slots):
+  """``variable``'s tf.Variable and each of ``slots``' component on its device."""
+  var = _tf_variable(variable)
+  return (var, *(_local_component(_tf_variable(s), var) for s in slots))
 
 
 def _local_component(slot, var):
@@ -249,25 +253,13 @@ class AdamW(keras.optimizers.AdamW):
     # the Adam step, with the same learning rate).
     del variables
 
-  def _backend_update_step(self, grads, trainable_variables, learning_rate):
-    # The bias corrections' step, once per step rather than once per variable.
-    self._local_step = tf.cast(self.iterations + 1, tf.float32)
-    try:
-      super()._backend_update_step(grads, trainable_variables, learning_rate)
-    finally:
-      self._local_step = None
-
   def update_step(self, gradient, variable, learning_rate):
     index = self._get_variable_index(variable)
-    var = _tf_variable(variable)
-    m = _local_component(_tf_variable(self._momentums[index]), var)
-    v = _local_component(_tf_variable(self._velocities[index]), var)
-    step = getattr(self, "_local_step", None)
-    if step is None:
-      step = tf.cast(self.iterations + 1, tf.float32)
+    var, m, v = _on_device(variable, self._momentums[index], self._velocities[index])
     decay = self.weight_decay if self._decay_flags[index] else 0.0
     _fused_adamw_update(var.handle, m.handle, v.handle, tf.convert_to_tensor(gradient),
-                        tf.cast(learning_rate, variable.dtype), step, decay,
+                        tf.cast(learning_rate, variable.dtype),
+                        tf.cast(self.iterations + 1, tf.float32), decay,
                         self.beta_1, self.beta_2, self.epsilon)
 
 

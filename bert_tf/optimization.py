@@ -104,11 +104,13 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
 
   def build(self, var_list):
     """Creates the slots (``adam_m``, ``adam_v``: one per variable, its
-    shape and dtype). Eagerly (``tf.init_scope``), as Keras 2's optimizers
-    did, also when Keras ``fit`` builds the optimizer inside its first traced
-    step: there each of the ~100 slots of a tiny BERT became an
-    ``UnliftedInitializerVariable`` with its own initializer graph, 1.4 s of
-    a 5.8 s first ``fit`` step (cProfile, Zen 5, 2026-11-29)."""
+    shape and dtype). Under ``tf.init_scope``, as Keras 2's optimizers
+    did: when Keras ``fit`` builds the optimizer inside its first traced
+    step, each of the ~100 slots of a tiny BERT otherwise got its own
+    initializer graph, 1.4 s of a 5.8 s first ``fit`` step (cProfile, Zen 5,
+    2026-11-29). The slots are still lifted out of that trace then, which
+    traces the step twice; the task models build the optimizer before it
+    (``models.TextInputsMixin.make_train_function``)."""
     if self.built:
       return
     with tf.init_scope():
@@ -237,7 +239,7 @@ class AdamW(keras.optimizers.AdamW):
                        "without amsgrad; use keras.optimizers.AdamW(amsgrad=True)")
 
   def build(self, var_list):
-    """Keras' slots, made eagerly (``tf.init_scope``) as
+    """Keras' slots, made under ``tf.init_scope`` as
     :meth:`AdamWeightDecay.build` makes its own; which variables decay is
     decided here (Keras' ``_use_weight_decay``: its exclusions are fixed
     once the optimizer is built)."""

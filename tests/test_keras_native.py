@@ -290,6 +290,12 @@ def test_classifier_compile_fit_predict_on_raw_strings():
   assert after["loss"] < before["loss"] - 0.1, (before, after, hist["loss"])
   assert after["accuracy"] > 0.8, (before, after)
   assert hist["loss"][-1] < hist["loss"][0]
+  # The optimizer's slots were made before the step was traced (eager
+  # variables): slots made inside the trace are lifted
+  # (``UnliftedInitializerVariable``) and the step is traced twice.
+  lifted = [v.path for v in model.optimizer.variables
+            if type(v.value).__name__ == "UnliftedInitializerVariable"]
+  assert not lifted, lifted[:3]
   # predict: features only (dataset of dicts), logits [N, 2].
   feats = classifier_data.examples_dataset(pre, texts[:20], None, None, 8)
   logits = model.predict(feats, verbose=0)

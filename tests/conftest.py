@@ -234,8 +234,9 @@ def _run_in_server(args, cwd, timeout):
 def run_tool(args, cwd=ROOT, check=True, env=None, fresh=False):
   """Runs ``python args...`` with the project's interpreter; returns the result.
 
-  A ``tools/*.py`` script or its ``bert-X`` console script runs in a child
-  forked from this worker's warm interpreter (``tests/tool_server.py``:
+  A ``tools/*.py`` script, its ``bert-X`` console script or a script
+  running the original BERT code (``tool_server.REFERENCE_SCRIPTS``) runs in
+  a child forked from this worker's warm interpreter (``tests/tool_server.py``:
   TensorFlow, Keras and ``bert_tf`` already imported, ~3-4.5 CPU s less per
   run), as a new process would but for the import itself; ``fresh=True``
   (start-up output), ``env``, ``--deterministic``/``--verbosity`` and

@@ -14,8 +14,9 @@ pools, devices, op determinism, oneDNN) as a new process's does.
 
 Not for what happens while TensorFlow loads: ``conftest.run_tool`` starts a
 real process for anything but a ``tools/*.py`` script or pip's ``bert-X``
-console script of the same tool (``-c`` code that checks what a fresh
-process imports, the tests' helper scripts), for a ``--deterministic`` or
+console script of the same tool and the scripts that run the original
+BERT code (``REFERENCE_SCRIPTS``) (``-c`` code that checks what a fresh
+process imports, the other helper scripts), for a ``--deterministic`` or
 ``--verbosity`` run (they set ``TF_ENABLE_ONEDNN_OPTS`` /
 ``TF_CPP_MIN_LOG_LEVEL`` before the import), for any extra environment, and
 when a test asks for ``fresh=True`` (start-up output); the README's tool
@@ -48,6 +49,14 @@ NO_TENSORFLOW_TOOLS = ("create_pretraining_data.py",)
 # pip's console scripts (``pyproject.toml``): ``bert-run-classifier`` runs
 # ``tools/run_classifier.py``'s ``run``.
 CONSOLE_SCRIPT_PREFIX = "bert-"
+# The tests' scripts that run the original google-research/bert code (TF1
+# graphs through tensorflow.compat.v1, tf-keras layers): nothing they check
+# happens while TensorFlow loads (TF_USE_LEGACY_KERAS, which they set, is
+# read when tf.compat.v1.layers is first used), so they are served too.
+_TESTS = os.path.dirname(os.path.abspath(__file__))
+REFERENCE_SCRIPTS = tuple(os.path.join(_TESTS, name) for name in (
+    "original_graph.py", "original_optimizer.py", "original_squad.py",
+    "original_extract_features.py", "original_create_data.py", "lockstep_util.py"))
 # Environment that acts while TensorFlow loads: a request whose values differ
 # from the server's runs as a real process.
 START_ENV_PREFIXES = ("TF_", "KERAS_", "CUDA_", "OMP_", "MKL_", "BERT_TF_", "PYTHON")
@@ -64,6 +73,8 @@ def needs_fresh_process(argv, code=False):
   if code and len(argv) >= 2 and str(argv[0]) == "-c":
     return False
   script = str(argv[0]) if argv else ""
+  if script in REFERENCE_SCRIPTS:
+    return False
   tool = console_script_tool(script)
   if tool is None:
     if os.path.basename(os.path.dirname(script)) != "tools" or not script.endswith(".py"):

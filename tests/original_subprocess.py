@@ -38,24 +38,21 @@ import copy
 import json
 import os
 import random
-import subprocess
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def call(requests, timeout=900):
+def call(requests):
   """Runs ``requests`` (list of ``(name, kwargs)``) in one subprocess of the
   original code; returns the list of their results."""
   with tempfile.TemporaryDirectory(prefix="original_subprocess.") as d:
     req, res = os.path.join(d, "requests.json"), os.path.join(d, "results.json")
     with open(req, "w", encoding="utf-8") as f:
       json.dump([[name, kwargs] for name, kwargs in requests], f)
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    proc = subprocess.run([sys.executable, os.path.abspath(__file__), req, res],
-                          cwd=d, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    from conftest import run_tool  # pylint: disable=g-import-not-at-top
+    proc = run_tool([os.path.abspath(__file__), req, res], cwd=d, check=False)
     assert proc.returncode == 0, "the original failed (%d):\n%s" % (
         proc.returncode, proc.stderr[-4000:])
     with open(res, encoding="utf-8") as f:

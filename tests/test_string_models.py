@@ -109,7 +109,7 @@ def minilm_classifier(tmp_path_factory, minilm_dir):
   export = saved_model.export_classifier(
       model, model.preprocessor.bert_preprocessor, ["neg", "pos"], str(d / "export"),
       task_name="sst-2", is_pair=False)
-  return {"model": model, "dir": d, "case": {
+  return {"model": model, "case": {
       "keras": str(d / "clf.keras"), "x": MOVIES, "export": export,
       "export_inputs": {"text": MOVIES}}}
 
@@ -127,11 +127,11 @@ def _run_loader(tmp, cases):
 
 
 @pytest.mark.slow  # MiniLM fit step, export and a new process (~1 minute)
-def test_minilm_keras_file_predicts_strings_as_its_savedmodel(minilm_classifier):
+def test_minilm_keras_file_predicts_strings_as_its_savedmodel(minilm_classifier, loaded):
   """The key check: real MiniLM, ``from_preset(..., preprocessor=True)``,
   ``fit`` on strings, ``.keras`` loaded in a new process -> ``predict`` on
   raw strings equals the classifier SavedModel's logits."""
-  got = _run_loader(minilm_classifier["dir"], {"classifier": minilm_classifier["case"]})
+  got = loaded
   keras_logits, export_logits = got["classifier/keras/logits"], got["classifier/export/logits"]
   assert keras_logits.shape == export_logits.shape == (len(MOVIES), 2)
   diff = float(np.abs(keras_logits - export_logits).max())
@@ -182,7 +182,7 @@ def test_from_preset_true_reads_the_presets_vocab_and_case(minilm_dir):
 @pytest.fixture(scope="module")
 def tiny_cases(tmp_path_factory):
   """The other task models (tiny config, the real uncased vocab), each with
-  one ``fit`` step on text, saved and exported."""
+  one ``fit`` step on text, saved and exported: ``(models, cases, folder)``."""
   d = tmp_path_factory.mktemp("tiny")
   keras.utils.set_random_seed(1)
   cases, built = {}, {}
@@ -232,7 +232,15 @@ def tiny_cases(tmp_path_factory):
     path = str(d / ("%s.keras" % name))
     model.save(path)
     cases[name]["keras"] = path
-  return built, _run_loader(d, cases)
+  return built, cases, d
+
+
+@pytest.fixture(scope="module")
+def loaded(minilm_classifier, tiny_cases):
+  """Every case (the MiniLM classifier as ``classifier``) loaded and run in
+  ONE new process (:data:`LOADER`): one TensorFlow start for both tests."""
+  _, cases, d = tiny_cases
+  return _run_loader(d, dict(cases, classifier=minilm_classifier["case"]))
 
 
 def _max_diff(a, b):
@@ -240,8 +248,8 @@ def _max_diff(a, b):
 
 
 @pytest.mark.slow  # four tiny exports and a new process (~2 minutes)
-def test_every_task_models_keras_file_predicts_strings_as_its_savedmodel(tiny_cases):
-  built, got = tiny_cases
+def test_every_task_models_keras_file_predicts_strings_as_its_savedmodel(tiny_cases, loaded):
+  built, got = tiny_cases[0], loaded
   # Pair classifier and multiple choice: the exports return logits.
   for name in ("pair_classifier", "multiple_choice"):
     diff = _max_diff(got[name + "/keras/logits"], got[name + "/export/logits"])

@@ -12,10 +12,13 @@ the seed loop (:func:`start`, which also starts the printed record under
 ``bench/results/``; :func:`run_seeds`, :func:`finish`), the table, the join
 (which refuses files whose recipes differ), and the atomic write of the
 results file. ``bench_squad.py`` uses its helpers (its tool takes files,
-not a data folder).
+not a data folder). Each run records its steady training speed
+(``train_rate``, examples/s after the first 50 steps: HF timed around its
+loop, ours from the tool's progress lines), printed per seed with the ratio.
 """
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -25,15 +28,18 @@ import shlex
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 from _cpuinfo import cpu_info, record
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# Arguments that only choose which runs a file holds, where it is written, or
-# how many threads ran it: files that differ only in these may be joined.
-NOT_RECIPE = ("which", "seeds", "threads", "output", "merge")
+# Arguments that only choose which runs a file holds, where it is written, how
+# many threads ran it, or where it can resume: files that differ only in these
+# may be joined.
+NOT_RECIPE = ("which", "seeds", "threads", "output", "merge", "work_dir",
+              "save_checkpoints_steps")
 
 # Recipe settings of one side only: key -> (that side, the value files from
 # before the flag ran). A file of the other side alone ignores the key.
@@ -105,13 +111,28 @@ def parser(name: str, doc: str, data: str, epochs: int, batch_size: int,
                        "scripts' way) or cut to each batch's longest row (HF's collators' "
                        "default, and our tools' batches).")
   ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
-                  help="bfloat16: ours --dtype=mixed_bfloat16, HF the forward pass and "
-                       "loss under torch.autocast('cpu', dtype=torch.bfloat16) (what HF's "
-                       "Trainer --bf16 does on a CPU); float32 weights and optimizer on "
-                       "both sides.")
+                  help="bfloat16: ours --dtype=mixed_bfloat16, HF's forward pass and loss "
+                       "under torch.autocast('cpu', dtype=torch.bfloat16) (HF Trainer --bf16 "
+                       "on a CPU); float32 weights and optimizer on both sides.")
   ap.add_argument("--output", default="/tmp/bench_%s.json" % name)
   add_flags(ap)
+  resume_flags(ap)
   return ap
+
+
+def resume_flags(ap) -> None:
+  """``--work_dir`` (kept; a rerun with it resumes our side from its newest
+  checkpoint, HF's restarts) and our ``--save_checkpoints_steps``."""
+  ap.add_argument("--work_dir", default=None, help="default: a temporary one")
+  ap.add_argument("--save_checkpoints_steps", type=int, default=100000)
+
+
+def workdir(args, prefix: str):
+  """A context of the run's directory: ``--work_dir`` (kept) or a new temporary one."""
+  if args.work_dir:
+    os.makedirs(args.work_dir, exist_ok=True)
+    return contextlib.nullcontext(args.work_dir)
+  return tempfile.TemporaryDirectory(prefix=prefix)
 
 
 def hf_start(args, seed: int):
@@ -206,7 +227,7 @@ def sliced(args, tmp: str, subset, names: tuple, unit: str) -> tuple:
   ``--max_train_<unit>``, ``--max_dev_<unit>``); returns ``(data dir,
   subset's train result, its dev result)``."""
   data = os.path.join(tmp, "data")
-  os.makedirs(data)
+  os.makedirs(data, exist_ok=True)
   train, dev = (subset(os.path.join(args.data_dir, n), os.path.join(data, n),
                        getattr(args, "max_%s_%s" % (split, unit)))
                 for n, split in zip(names, ("train", "dev")))
@@ -243,7 +264,7 @@ def run_ours(args, seed: int, tool: str, data_dir: str, out_dir: str,
          "--train_batch_size=%d" % args.batch_size,
          "--learning_rate=%g" % args.learning_rate,
          "--num_train_epochs=%d" % args.epochs, "--warmup_proportion=0.1",
-         "--save_checkpoints_steps=100000", "--iterations_per_loop=%d" % STEADY_AFTER_STEPS,
+         "--save_checkpoints_steps=%d" % args.save_checkpoints_steps, "--iterations_per_loop=%d" % STEADY_AFTER_STEPS,
          "--optimizer=%s" % args.ours_optimizer,
          "--skip_padding=%s" % args.ours_skip_padding,
          "--dtype=%s" % ("mixed_bfloat16" if args.dtype == "bfloat16" else "float32")]
@@ -303,8 +324,7 @@ def run_seeds(args, results: dict, hf_run, ours_run) -> None:
 
 def finish(args, lines: list, results: dict, metric: str, title: str) -> None:
   """Prints the table after ``lines`` and writes ``--output``."""
-  lines.append("")
-  lines += table(results, metric, title)
+  lines += [""] + table(results, metric, title)
   print("\n".join(lines))
   write_results(args.output, results)
   print("results: %s" % args.output)
@@ -315,17 +335,14 @@ def add_flags(ap) -> None:
   our ``--skip_padding`` and ``--merge``."""
   ap.add_argument("--ours_optimizer", default="adamw_original",
                   choices=("adamw_original", "adamw"),
-                  help="Our tool's --optimizer: the original's AdamWeightDecay (no "
-                       "bias correction; the default of every tool) or Keras AdamW "
-                       "(bias correction, as torch.optim.AdamW on the HF side).")
+                  help="Our tool's --optimizer: the original's AdamWeightDecay (no bias "
+                       "correction) or Keras AdamW (bias-corrected, as torch's AdamW).")
   ap.add_argument("--ours_skip_padding", default="true", choices=("true", "false"),
                   help="Our tool's --skip_padding: the encoder's row-wise layers on the "
-                       "tokens only (the tools' default) or on every position, padding "
-                       "included (the original's computation, and the code before the flag).")
+                       "tokens only (the default) or every position (the original's).")
   ap.add_argument("--merge", default=None,
-                  help="Comma-separated results files of earlier runs of one recipe "
-                       "(e.g. split by --which/--seeds across sessions): print "
-                       "their joined table, write it to --output, run nothing.")
+                  help="Comma-separated results files of one recipe (split by --which/"
+                       "--seeds): print their joined table, write it to --output, run nothing.")
 
 
 def print_merged(args, metric: str, title: str) -> None:
@@ -373,17 +390,13 @@ def table(results: dict, metric: str, title: str) -> list[str]:
         for side in ("hf", "ours"))))
   if hf and ours:
     diff = 100 * (statistics.mean(ours) - statistics.mean(hf))
-    lines.append("")
-    lines.append("mean %s difference (ours - HF): %+.2f points over %d HF and %d "
-                 "ours seeds (target: within 1)" % (title, diff, len(hf), len(ours)))
+    lines += ["", "mean %s difference (ours - HF): %+.2f points over %d HF and %d ours "
+              "seeds (target: within 1)" % (title, diff, len(hf), len(ours))]
     results["mean_difference_points"] = diff
   if any(r.get("train_rate") for side in ("hf", "ours") for r in results[side].values()):
-    lines.append("")
-    lines.append("Steady training speed (examples/s after the first %d steps; model "
-                 "loading, tracing and evaluation excluded):" % STEADY_AFTER_STEPS)
-    lines.append("")
-    lines.append("| seed | HF (threads) | ours (threads) | ours / HF |")
-    lines.append("|---|---|---|---|")
+    lines += ["", "Steady training speed (examples/s after the first %d steps; model "
+              "loading, tracing and evaluation excluded):" % STEADY_AFTER_STEPS, "",
+              "| seed | HF (threads) | ours (threads) | ours / HF |", "|---|---|---|---|"]
     for seed in seeds:
       hr, orun = get("hf", seed) or {}, get("ours", seed) or {}
       h, o = hr.get("train_rate"), orun.get("train_rate")

@@ -20,8 +20,7 @@ Both report dev accuracy of the final model (ours: ``--keep_best=false``).
 The table gives per-seed accuracy, mean +- sd, the difference in points and
 each run's steady training speed (``bench/_sidebyside.py``); the output is
 kept under ``bench/results/bench_classifier/``, the runs in ``--output``
-(JSON). It replaces ``hf_finetune_compare.py`` (one seed per side; its
-figures and last commit: BUILD_NOTES.md, "Retired benchmarks").
+(JSON).
 
 Run by hand (not a test; ~25 min per seed and side on 2 cores)::
 
@@ -37,11 +36,10 @@ Needs requirements-test.txt (torch CPU, transformers) and the
 """
 
 import os
-import tempfile
 import time
 
 from _sidebyside import (finish, hf_accuracy, hf_start, hf_train, parser, recipe,
-                          run_ours, run_seeds, sliced, start)
+                          run_ours, run_seeds, sliced, start, workdir)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -90,7 +88,7 @@ def main():
                   help="Our --task_name: sst-2 or pairs (e.g. data/dialog_reply_pairs).")
   args = ap.parse_args()
   lines, results = start(args, "accuracy", "dev accuracy")
-  with tempfile.TemporaryDirectory(prefix="bench_classifier_") as tmp:
+  with workdir(args, "bench_classifier_") as tmp:
     data, train, dev = sliced(args, tmp, subset_tsv, ("train.tsv", "dev.tsv"),
                               "sentences")
     lines.append("data: %s (%d train, %d dev sentences); %s" % (

@@ -25,10 +25,6 @@ seqeval on HF's). The table gives per-seed F1 and mean +- sd side by side.
 Known from the issue: 20 epochs, lr 5e-5, batch 32, seq 128 give HF dev F1
 46.9-49.4 over 3 seeds.
 
-Each run also records its steady training speed (``train_rate``,
-examples/s after the first 50 steps: HF timed around its loop, ours
-from the tool's progress lines), printed per seed with the ratio.
-
 Run by hand (not a test; the full runs take hours on 2 cores)::
 
   .venv/bin/python bench/bench_ner.py                       # 3 seeds, both
@@ -44,11 +40,10 @@ Needs requirements-test.txt (torch CPU, transformers, seqeval) and the
 """
 
 import os
-import tempfile
 import time
 
 from _sidebyside import (finish, hf_start, hf_train, parser, recipe, run_ours,
-                          run_seeds, start)
+                          run_seeds, start, workdir)
 
 
 def read_conll(path, limit=None):
@@ -133,9 +128,9 @@ def main():
   labels = sorted({t for _, tags in full_train for t in tags} | {"O"})
   train = full_train[:args.max_train_sentences]
   dev = read_conll(os.path.join(args.data_dir, "dev.txt"), args.max_dev_sentences)
-  with tempfile.TemporaryDirectory(prefix="bench_ner_") as tmp:
+  with workdir(args, "bench_ner_") as tmp:
     data = os.path.join(tmp, "data")
-    os.makedirs(data)
+    os.makedirs(data, exist_ok=True)
     write_conll(os.path.join(data, "train.txt"), train)
     write_conll(os.path.join(data, "dev.txt"), dev)
     lines.append("data: %s (%d train, %d dev sentences, %d labels); %s" % (

@@ -47,10 +47,8 @@ lr 5e-5, batch 32); ``--version 2``: ``../shared/data/squad_v2_disfl/``
 ``--max_dev_questions`` take the first N questions (file order) into
 subset files that both sides read.
 
-Tables are headed by the CPU and the command (``_sidebyside``), kept under
-``bench/results/bench_squad/``; runs go to ``--output`` (JSON; ``--which``
-/ ``--seeds`` split a comparison, ``--merge a.json,b.json`` joins files).
-The former ``--speed`` mode: BUILD_NOTES.md, "Retired benchmarks".
+Records: ``bench/results/bench_squad/``; runs go to ``--output`` (JSON;
+``--which`` / ``--seeds`` split a comparison, ``--merge a.json,b.json`` joins).
 
 Run by hand (not a test; the full accuracy runs take hours on 2 cores)::
 
@@ -76,7 +74,7 @@ import sys
 import tempfile
 import time
 
-from _sidebyside import finish, hf_optimizer, minilm_dir, run_seeds, start
+from _sidebyside import finish, hf_optimizer, minilm_dir, resume_flags, run_seeds, start
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")
@@ -93,8 +91,7 @@ def subset_squad(src, dst, max_questions):
   with open(src, encoding="utf-8") as f:
     data = json.load(f)
   left = max_questions if max_questions else float("inf")
-  articles = []
-  n = 0
+  articles, n = [], 0
   for article in data["data"]:
     paragraphs = []
     for para in article["paragraphs"]:
@@ -109,10 +106,8 @@ def subset_squad(src, dst, max_questions):
       articles.append(dict(article, paragraphs=paragraphs))
     if left <= 0:
       break
-  out = {k: v for k, v in data.items() if k != "data"}
-  out["data"] = articles
   with open(dst, "w", encoding="utf-8") as f:
-    json.dump(out, f)
+    json.dump(dict(data, data=articles), f)
   return n
 
 
@@ -378,14 +373,16 @@ def run_ours(args, seed, train_file, dev_file, out_dir):
          "--num_train_epochs=%g" % args.epochs, "--warmup_proportion=0.1",
          "--seed=%d" % seed, "--output_dir=%s" % out_dir,
          "--optimizer=%s" % args.ours_optimizer,
-         "--epochs_over=%s" % args.ours_epochs_over]
+         "--epochs_over=%s" % args.ours_epochs_over,
+         "--save_checkpoints_steps=%d" % args.save_checkpoints_steps]
   if args.version == 2:
     cmd += ["--version_2_with_negative",
             "--null_score_diff_threshold=%g" % args.null_score_diff_threshold]
   print("ours: " + " ".join(shlex.quote(c) for c in cmd), flush=True)
   start = time.time()
   counts = {}
-  with subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE,
+  with subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, env=dict(
+      os.environ, TF_NUM_INTRAOP_THREADS=str(args.threads)),
                         stderr=subprocess.STDOUT, text=True) as proc:
     for line in proc.stdout:  # echoed; the tool's counts are picked up
       sys.stdout.write(line)
@@ -405,15 +402,12 @@ def run_ours(args, seed, train_file, dev_file, out_dir):
   res = score(dev_file, pred_file, odds_file, args.version)
   res.update(counts)
   res.update(seconds=seconds, predictions=pred_file)
+  results = os.path.join(out_dir, "eval_results.txt")  # the trained step count
+  if os.path.exists(results):
+    with open(results, encoding="utf-8") as f:
+      res["steps"] = int(float(dict(l.split(" = ") for l in f.read().splitlines())
+                               .get("global_step", res.get("steps", 0))))
   res.setdefault("steps", 0)
-  try:
-    with open(os.path.join(out_dir, "eval_results.txt"), encoding="utf-8") as f:
-      for line in f:
-        k, _, v = line.partition("=")
-        if k.strip() == "global_step":
-          res["steps"] = int(float(v))
-  except OSError:
-    pass
   return res
 
 
@@ -421,8 +415,7 @@ def main():
   p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   p.add_argument("--version", type=int, choices=(1, 2), default=1,
                  help="1: squad_v1 (SQuAD v1.1 format), 2: squad_v2_disfl (v2.0)")
-  p.add_argument("--data_dir", default=None,
-                 help="default ../shared/data/squad_v1 or squad_v2_disfl")
+  p.add_argument("--data_dir", default=None, help="default ../shared/data/squad_v1 or _v2_disfl")
   p.add_argument("--which", choices=("both", "hf", "ours"), default="both")
   p.add_argument("--seeds", default="1,2,3")
   p.add_argument("--max_train_questions", type=int, default=0, help="0: all")
@@ -438,8 +431,7 @@ def main():
   p.add_argument("--n_best_size", type=int, default=20)
   p.add_argument("--max_answer_length", type=int, default=30)
   p.add_argument("--null_score_diff_threshold", type=float, default=0.0)
-  p.add_argument("--threads", type=int, default=os.cpu_count(),
-                 help="torch.set_num_threads")
+  p.add_argument("--threads", type=int, default=os.cpu_count(), help="torch's and TF's")
   p.add_argument("--ours_optimizer", default="adamw_original",
                  choices=("adamw_original", "adamw"),
                  help="tools/run_squad.py --optimizer (adamw: bias-corrected, as torch's "
@@ -448,9 +440,9 @@ def main():
                  help="tools/run_squad.py --epochs_over: the original's step count over "
                       "questions, or HF's over windows (the issue-22 runs)")
   p.add_argument("--output", default="/tmp/bench_squad.json")
-  p.add_argument("--merge", default=None,
-                 help="Comma-separated results files of earlier runs of one recipe: "
-                      "print their joined table, write it to --output, run nothing.")
+  p.add_argument("--merge", default=None, help="Comma-separated results files of one "
+                 "recipe: print their joined table, write it to --output, run nothing.")
+  resume_flags(p)
   args = p.parse_args()
   if args.epochs is None:
     args.epochs = VERSION_EPOCHS[args.version]
@@ -461,7 +453,8 @@ def main():
   results["also"] = [["exact_match", "EM"]] + ([["best_f1", "best F1"]] if args.version == 2
                                                else [])
   data_dir = args.data_dir or os.path.join(SHARED_DATA, VERSION_DATA[args.version])
-  work = tempfile.mkdtemp(prefix="bench_squad_")  # kept: the predictions files
+  work = args.work_dir or tempfile.mkdtemp(prefix="bench_squad_")  # kept: the predictions
+  os.makedirs(work, exist_ok=True)
   train_file, dev_file = os.path.join(work, "train.json"), os.path.join(work, "dev.json")
   n_train = subset_squad(os.path.join(data_dir, "train.json"), train_file,
                          args.max_train_questions)

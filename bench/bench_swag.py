@@ -25,17 +25,9 @@ and sample standard deviation over the seeds side by side. Known from the
 issue: 3 epochs, lr 5e-5, batch 16, seq 128 give HF dev accuracy 71.6-74.4
 over 3 seeds on mc_wikihow.
 
-Tables are headed by the CPU and the command (``_sidebyside``); results go
-to ``--output`` (JSON, default /tmp/bench_swag.json).
-
-Each run also records its steady training speed (``train_rate``,
-examples/s after the first 50 steps: HF timed around its loop, ours
-from the tool's progress lines), printed per seed with the ratio.
-
 Run by hand (not a test; the full runs take hours on 2 cores)::
 
   .venv/bin/python bench/bench_swag.py                       # 3 seeds, both
-  .venv/bin/python bench/bench_swag.py --which hf --seeds 1
   # split across sessions, then one table from the results files
   .venv/bin/python bench/bench_swag.py --which hf --seeds 2 --output /tmp/swag_hf_2.json
   .venv/bin/python bench/bench_swag.py --merge /tmp/swag_hf_2.json,/tmp/swag_ours_2.json
@@ -48,11 +40,10 @@ Needs requirements-test.txt (torch CPU, transformers) and the
 
 import csv
 import os
-import tempfile
 import time
 
 from _sidebyside import (finish, hf_accuracy, hf_start, hf_train, parser, recipe,
-                          run_ours, run_seeds, sliced, start)
+                          run_ours, run_seeds, sliced, start, workdir)
 
 
 def subset_csv(src, dst, limit):
@@ -102,7 +93,7 @@ def main():
   args = parser("swag", __doc__, "mc_wikihow", epochs=3, batch_size=16,
                 unit="examples").parse_args()
   lines, results = start(args, "accuracy", "accuracy")
-  with tempfile.TemporaryDirectory(prefix="bench_swag_") as tmp:
+  with workdir(args, "bench_swag_") as tmp:
     data, n_train, n_dev = sliced(args, tmp, subset_csv, ("train.csv", "dev.csv"),
                                   "examples")
     lines.append("data: %s (%d train, %d dev examples); %s" % (

@@ -465,15 +465,11 @@ def main(argv=None) -> int:
                                formatter_class=argparse.RawDescriptionHelpFormatter)
   ap.add_argument("--list", action="store_true", help="list the defects and exit")
   ap.add_argument("--only", default="", help="comma-separated defect names")
-  ap.add_argument("--ref", default=None,
-                  help="copy the files of this commit (default: the work tree)")
-  ap.add_argument("--timeout", type=float, default=600.0,
-                  help="seconds per pytest run (default 600)")
-  ap.add_argument("--no-baseline", action="store_true",
-                  help="skip the unpatched run (for re-checking one defect)")
+  ap.add_argument("--ref", default=None, help="copy this commit's files (default: work tree)")
+  ap.add_argument("--timeout", type=float, default=600.0, help="seconds per pytest run")
+  ap.add_argument("--no-baseline", action="store_true", help="skip the unpatched run")
   ap.add_argument("--keep", action="store_true", help="keep the temporary copies")
-  ap.add_argument("--python", default=None,
-                  help="interpreter (default: <repo>/.venv/bin/python)")
+  ap.add_argument("--python", default=None, help="default: <repo>/.venv/bin/python")
   args = ap.parse_args(argv)
 
   defects = DEFECTS

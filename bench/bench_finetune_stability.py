@@ -143,7 +143,7 @@ def main():
   ap.add_argument("--out", default=os.path.join(HERE, "results", "finetune_stability"))
   ap.add_argument("--report", action="store_true", help="Table and PNG of the runs so far.")
   ap.add_argument("--workers", type=int, default=2, help="Runs at once, on cpu_count/"
-                  "workers threads each (two 1-thread runs: 12%% more than one 2-thread)")
+                  "workers threads each (two 1-thread runs: +12-17%% over one 2-thread)")
   args = ap.parse_args()
   os.makedirs(os.path.join(args.out, "runs"), exist_ok=True)
   lines = record()

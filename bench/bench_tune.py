@@ -46,7 +46,8 @@ def tune(out, search_space, *extra):
          "--max_seq_length=64", "--eval_batch_size=64", "--output_dir=" + out,
          "--search_space=" + search_space] + list(extra)
   print("$ " + " ".join(cmd[1:]), flush=True)
-  subprocess.run(cmd, check=True, cwd=ROOT)
+  if subprocess.run(cmd, check=False, cwd=ROOT).returncode:  # its own line says why
+    sys.exit("bench_tune: tools/tune.py stopped (above); rerun the same command to resume")
   with open(os.path.join(out, "best_trial.json"), encoding="utf-8") as f:
     return json.load(f), time.time() - started
 
@@ -128,8 +129,7 @@ def main():
     f.write(text)
 
 
-def _hms(seconds):
-  seconds = int(seconds)
+def _hms(seconds):  # %d truncates a float
   return "%d:%02d:%02d" % (seconds // 3600, seconds % 3600 // 60, seconds % 60)
 
 

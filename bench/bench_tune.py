@@ -106,19 +106,20 @@ def main():
       "learning_rate": [5e-5], "train_batch_size": [32], "num_train_epochs": [3]}),
                     "--export=false")
   best_row = [r for r in grid if int(r["trial"]) == best["trial"]][0]
+  from bert_tf.runner import format_duration  # TF loads only for the table; pylint: disable=import-outside-toplevel
   table = lines + [
       "",
       "| what | learning_rate | batch | epochs | seeds | held-out 10% accuracy | dev accuracy | wall |",
       "|---|---|---|---|---|---|---|---|",
       "| paper grid, best of 18 on held-out 10%% | %g | %d | %g | 1 | %.4f | %.4f | %s (18 trials) |" % (
           best["learning_rate"], best["train_batch_size"], best["num_train_epochs"],
-          best["metric"], float(best_row["dev_metric"]), _hms(wall(grid_dir))),
+          best["metric"], float(best_row["dev_metric"]), format_duration(wall(grid_dir))),
       "| best configuration, 5 restarts (dev: mean +- std [min, max]) | %g | %d | %g | 5 | - | %.4f +- %.4f [%.4f, %.4f] | %s |" % (
           best["learning_rate"], best["train_batch_size"], best["num_train_epochs"],
           statistics.mean(restarts), statistics.stdev(restarts) if len(restarts) > 1 else 0.0,
-          min(restarts), max(restarts), _hms(wall(restarts_dir))),
+          min(restarts), max(restarts), format_duration(wall(restarts_dir))),
       "| main job's default recipe, all of train | 5e-05 | 32 | 3 | 1 | - | %.4f | %s |" % (
-          default["metric"], _hms(wall(default_dir))),
+          default["metric"], format_duration(wall(default_dir))),
       "",
       "Grid (every trial; dev_metric = its kept model on dev):", ""]
   with open(os.path.join(grid_dir, "search_results.md"), encoding="utf-8") as f:
@@ -127,10 +128,6 @@ def main():
   print(text)
   with open(os.path.join(out, "README.md"), "w", encoding="utf-8") as f:
     f.write(text)
-
-
-def _hms(seconds):  # %d truncates a float
-  return "%d:%02d:%02d" % (seconds // 3600, seconds % 3600 // 60, seconds % 60)
 
 
 if __name__ == "__main__":

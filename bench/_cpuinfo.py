@@ -119,8 +119,9 @@ def record(name: str | None = None) -> list[str]:
   ``bench/results/<name>/<UTC date>_<time>.txt`` (``name``: the script's,
   without ``.py``, unless given). The file is written as
   ``<path>.partial`` and renamed when the process exits without an uncaught
-  exception: a killed or failed run never leaves a file that looks whole.
-  Prints the path at the end.
+  exception or a non-zero ``sys.exit`` (which ``record`` wraps: an exit is
+  not an exception to ``sys.excepthook``): a killed or failed run never
+  leaves a file that looks whole. Prints the path at the end.
   """
   name = name or os.path.splitext(os.path.basename(sys.argv[0]))[0]
   folder = os.path.join(RESULTS, name)
@@ -131,6 +132,8 @@ def record(name: str | None = None) -> list[str]:
   failed = []
   hook = sys.excepthook
   sys.excepthook = lambda *exc: (failed.append(1), hook(*exc))
+  exit_ = sys.exit
+  sys.exit = lambda status=None: (status in (None, 0) or failed.append(1), exit_(status))
 
   def close():
     sys.stdout.flush()

@@ -442,7 +442,7 @@ def merge(paths: list[str]) -> dict:
       with open(path, encoding="utf-8") as f:
         res = json.load(f)
     except (OSError, ValueError) as e:
-      raise SystemExit("--merge: cannot read %s: %s" % (path, e)) from e
+      sys.exit("--merge: cannot read %s: %s" % (path, e))
     this = {k: v for k, v in res["args"].items() if k not in NOT_RECIPE}
     for key, before_flag in ADDED_RECIPE.items():
       this.setdefault(key, before_flag)
@@ -463,7 +463,7 @@ def merge(paths: list[str]) -> dict:
     else:
       diff = sorted(k for k in set(this) & set(recipe) if this[k] != recipe[k])
       if diff:
-        raise SystemExit("--merge: %s has another recipe than %s (%s)" % (
+        sys.exit("--merge: %s has another recipe than %s (%s)" % (
             path, paths[0], ", ".join("%s=%r vs %r" % (k, this[k], recipe[k])
                                       for k in diff)))
       for key in SIDE_ONLY:
@@ -474,7 +474,7 @@ def merge(paths: list[str]) -> dict:
     for side in ("hf", "ours"):
       for seed, run in res[side].items():
         if str(seed) in merged[side]:
-          raise SystemExit("--merge: %s repeats %s seed %s" % (path, side, seed))
+          sys.exit("--merge: %s repeats %s seed %s" % (path, side, seed))
         # Each run keeps its file's thread count (a joined file's runs
         # already carry theirs), so speeds are compared like for like.
         merged[side][str(seed)] = dict(run, threads=run.get(

@@ -46,7 +46,8 @@ def tune(out, search_space, *extra):
          "--max_seq_length=64", "--eval_batch_size=64", "--output_dir=" + out,
          "--search_space=" + search_space] + list(extra)
   print("$ " + " ".join(cmd[1:]), flush=True)
-  subprocess.run(cmd, check=True, cwd=ROOT)  # a stop raises: its record stays .partial
+  if subprocess.run(cmd, check=False, cwd=ROOT).returncode:  # its own line says why
+    sys.exit("bench_tune: tools/tune.py stopped (above); rerun the same command to resume")
   with open(os.path.join(out, "best_trial.json"), encoding="utf-8") as f:
     return json.load(f), time.time() - started
 

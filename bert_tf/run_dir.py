@@ -1,0 +1,141 @@
+"""The layout of a run directory: its file names and the one checkpoint rule.
+
+Every tool that trains writes a run directory (``--output_dir``); presets,
+exports, the search and the tools read it. This module is the one place that
+knows its layout, and it imports no TensorFlow (the checkpoint state file
+``checkpoint`` is a one-field text proto, read here as
+``tf.train.latest_checkpoint`` reads it), so the TF-only serving client and
+the data workers may use it too.
+
+Layout (google-research/bert's names where it has one)::
+
+  OUTPUT_DIR/
+    bert_config.json         the encoder's sizes (modeling.BertConfig)
+    vocab.txt                the WordPiece vocabulary the run used
+    <kind>_config.json       a fine-tuning run's settings (RUN_CONFIGS)
+    train_flags.json         the training recipe a resume must match
+    determinism.json         the intra-op pool a resume must reuse
+    checkpoint, ckpt-N.*     the newest object checkpoints
+    eval_results.txt         the last evaluation ("key = value" lines)
+    best/                    the best dev model: ckpt-1.*, run files,
+                             eval_results.txt, best.json
+
+Example::
+
+  from bert_tf import run_dir
+  ckpt = run_dir.model_checkpoint("runs/mrpc")  # best/ckpt-1, else newest
+"""
+
+import os
+import re
+from typing import Dict, Optional, Tuple
+
+BERT_CONFIG = "bert_config.json"
+VOCAB = "vocab.txt"
+BEST_DIR = "best"
+BEST_STATE = "best.json"
+EVAL_RESULTS = "eval_results.txt"
+RECIPE_FILE = "train_flags.json"
+DETERMINISM_FILE = "determinism.json"
+DATA_DIR_PREFIX = "data-worker-"
+CHECKPOINT_STATE = "checkpoint"
+
+# Run kind -> (the settings file that marks a fine-tuning run of that kind,
+# the tool that writes it). A run directory without one is a pretraining run.
+CLASSIFIER_CONFIG = "classifier_config.json"
+SQUAD_CONFIG = "squad_config.json"
+NER_CONFIG = "ner_config.json"
+SWAG_CONFIG = "swag_config.json"
+RUN_CONFIGS: Dict[str, Tuple[str, str]] = {
+    "classifier": (CLASSIFIER_CONFIG, "run_classifier.py"),
+    "squad": (SQUAD_CONFIG, "run_squad.py"),
+    "ner": (NER_CONFIG, "run_ner.py"),
+    "swag": (SWAG_CONFIG, "run_swag.py"),
+}
+PRETRAINING = "pretraining"
+
+_STATE_LINE = re.compile(r'^model_checkpoint_path:\s*"((?:[^"\\]|\\.)*)"\s*$')
+
+
+def latest_checkpoint(directory: str) -> Optional[str]:
+  """The newest checkpoint prefix of ``directory``, or None.
+
+  The same answer as ``tf.train.latest_checkpoint(directory)`` for local
+  directories: the ``model_checkpoint_path`` of its ``checkpoint`` state
+  file (relative paths are taken relative to ``directory``), provided its
+  ``.index`` file exists.
+
+  Args:
+    directory: a directory path (str).
+
+  Returns:
+    The checkpoint prefix (``DIR/ckpt-N``) or None where there is no state
+    file, it names nothing, or the named checkpoint's index is missing.
+  """
+  try:
+    with open(os.path.join(directory, CHECKPOINT_STATE), encoding="utf-8") as f:
+      lines = f.read().splitlines()
+  except (OSError, UnicodeDecodeError):
+    return None
+  for line in lines:
+    m = _STATE_LINE.match(line.strip())
+    if m:
+      path = m.group(1).encode("utf-8").decode("unicode_escape")
+      if not os.path.isabs(path):
+        path = os.path.join(directory, path)
+      return path if os.path.exists(path + ".index") else None
+  return None
+
+
+def best_checkpoint(output_dir: str) -> Optional[str]:
+  """``output_dir/best/``'s checkpoint prefix, or None when no best is kept."""
+  best = os.path.join(output_dir, BEST_DIR)
+  return latest_checkpoint(best) if os.path.isdir(best) else None
+
+
+def model_checkpoint(output_dir: str) -> Optional[str]:
+  """The checkpoint that holds a run's model: the best kept, else the newest.
+
+  The one best-or-latest rule: ``from_preset``, the exports, the search and
+  the tools all read a run's model through it (the original's
+  ``run_classifier.py`` keeps no best model, so its readers take the newest
+  ``model.ckpt-N``; ours keeps ``best/`` by the task's ``best_metric``).
+
+  Args:
+    output_dir: a run directory (str).
+
+  Returns:
+    ``output_dir/best/ckpt-1`` when ``best/`` holds a checkpoint, else the
+    newest checkpoint of ``output_dir``, else None.
+  """
+  return best_checkpoint(output_dir) or latest_checkpoint(output_dir)
+
+
+def run_dir_of(prefix: str) -> str:
+  """The run directory of a checkpoint prefix (``best/``'s parent for a best one).
+
+  Args:
+    prefix: a checkpoint prefix such as ``RUN/ckpt-7`` or ``RUN/best/ckpt-1``.
+
+  Returns:
+    The directory that holds the run's ``bert_config.json``.
+  """
+  d = os.path.dirname(os.path.abspath(prefix))
+  if (not os.path.exists(os.path.join(d, BERT_CONFIG)) and
+      os.path.basename(d) == BEST_DIR):
+    d = os.path.dirname(d)
+  return d
+
+
+def run_kinds(output_dir: str) -> list:
+  """The run kinds whose settings file is in ``output_dir`` (see RUN_CONFIGS)."""
+  return [k for k, (name, _) in RUN_CONFIGS.items()
+          if os.path.exists(os.path.join(output_dir, name))]
+
+
+def read_results(path: str) -> Optional[dict]:
+  """An ``eval_results.txt`` as ``{key: value string}`` (None: no file)."""
+  if not os.path.exists(path):
+    return None
+  with open(path, encoding="utf-8") as f:
+    return dict(l.rstrip("\n").split(" = ", 1) for l in f if " = " in l)

@@ -32,10 +32,12 @@ non-ASCII digits (tensorflow-text matches ``[0-9]``, the original any
 Unicode digit; no released vocab has one).
 """
 
+import dataclasses
 import os
 from typing import Optional, Sequence
 
 import keras
+import numpy as np
 import tensorflow as tf
 import tensorflow_text as text
 
@@ -267,6 +269,95 @@ class BertPreprocessor(tf.Module):
     if text_b is not None:
       segments.append(self.tokenize(text_b))
     return self.pack(segments)
+
+
+@dataclasses.dataclass(frozen=True)
+class LengthReport:
+  """How many examples of a split are longer than ``max_seq_length``.
+
+  Lengths count every token the packed input would hold untruncated:
+  word pieces of all segments plus ``[CLS]`` and one ``[SEP]`` per segment
+  (the original ``convert_single_example``'s budget).
+
+  Attributes:
+    split: the split's name (``train``, ``dev``, ...).
+    examples: number of examples (int).
+    truncated: examples whose length exceeds ``max_seq_length`` (int).
+    p50, p90, max: length percentiles in tokens (int; 0 for no examples).
+    max_seq_length: the length they were cut at (tokens).
+
+  Example::
+
+    report = length_report(preprocessor, ["a long text ..."], split="train")
+    print(report.line())  # train: 0 of 1 examples (0.0%) longer than ...
+  """
+  split: str
+  examples: int
+  truncated: int
+  p50: int
+  p90: int
+  max: int
+  max_seq_length: int
+
+  @property
+  def share(self) -> float:
+    """``truncated / examples`` (0.0 for an empty split)."""
+    return self.truncated / self.examples if self.examples else 0.0
+
+  def line(self, flag: str = "--max_seq_length") -> str:
+    """One line for people, naming the share cut and the length flag."""
+    return ("%s: %d of %d examples (%.1f%%) longer than %s=%d tokens were cut "
+            "(length p50 %d / p90 %d / max %d tokens)" % (
+                self.split, self.truncated, self.examples, 100 * self.share, flag,
+                self.max_seq_length, self.p50, self.p90, self.max))
+
+  def to_dict(self) -> dict:
+    """JSON-ready figures, for a run's settings file."""
+    out = dataclasses.asdict(self)
+    out["share"] = round(self.share, 6)
+    return out
+
+
+def length_report(preprocessor: "BertPreprocessor", text_a: Sequence[str],
+                  text_b: Optional[Sequence[str]] = None, split: str = "train",
+                  batch_size: int = 512) -> LengthReport:
+  """Measures untruncated lengths of raw examples with ``preprocessor``'s tokenizer.
+
+  Hugging Face's tokenizer warns when a text is longer than the model takes;
+  the original cuts silently. This counts what ``pack`` cuts.
+
+  Args:
+    preprocessor: the :class:`BertPreprocessor` that featurizes the split.
+    text_a: first segments, N strings.
+    text_b: second segments (N strings) for pair tasks, else None.
+    split: name used in the report's line.
+    batch_size: strings tokenized per call (memory bound only).
+
+  Returns:
+    A :class:`LengthReport`.
+
+  Raises:
+    ValueError: ``text_b`` given with another length than ``text_a``.
+  """
+  text_a = list(text_a)
+  if text_b is not None and len(text_b) != len(text_a):
+    raise ValueError("length_report: %d first and %d second segments" %
+                     (len(text_a), len(text_b)))
+  specials = 2 if text_b is None else 3
+  lengths = np.zeros(len(text_a), np.int64)
+  for start in range(0, len(text_a), batch_size):
+    end = min(start + batch_size, len(text_a))
+    n = preprocessor.tokenize(tf.constant(text_a[start:end])).row_lengths().numpy()
+    if text_b is not None:
+      n = n + preprocessor.tokenize(tf.constant(list(text_b[start:end]))).row_lengths().numpy()
+    lengths[start:end] = n + specials
+  if not len(lengths):
+    return LengthReport(split, 0, 0, 0, 0, 0, preprocessor.max_seq_length)
+  return LengthReport(
+      split, int(len(lengths)), int((lengths > preprocessor.max_seq_length).sum()),
+      int(np.percentile(lengths, 50, method="higher")),
+      int(np.percentile(lengths, 90, method="higher")), int(lengths.max()),
+      preprocessor.max_seq_length)
 
 
 def trim_to_longest(features):

@@ -12,6 +12,7 @@ import glob
 import json
 import logging
 import os
+from typing import Optional
 
 import numpy as np
 import tensorflow as tf
@@ -371,7 +372,15 @@ def load_tf1_checkpoint(named_variables, ckpt_path, allow_missing=()):
       if any(name.startswith(p) for p in allow_missing):
         continue
       raise CheckpointError("checkpoint %r has no variable %s" % (ckpt_path, name))
-    pairs.append((name, var, reader.get_tensor(name)))
+    try:
+      value = reader.get_tensor(name)
+    except Exception as e:  # pylint: disable=broad-except
+      # A cut .data file raises IndexError / DataLossError here.
+      raise errors.CorruptCheckpointError(
+          "checkpoint %s is truncated or unreadable (%s reading %s: %s)"
+          % (ckpt_path, type(e).__name__, name, errors.first_line(e, "no detail")[:200]),
+          path=ckpt_path) from None
+    pairs.append((name, var, value))
   _assign_all(pairs, "checkpoint %r" % ckpt_path)
 
 
@@ -409,15 +418,49 @@ def restore_object_checkpoint(ckpt_path, source, **objects):
     status = tf.train.Checkpoint(**objects).read(ckpt_path)
     status.expect_partial()
     status.assert_existing_objects_matched()
-  except (ValueError, AssertionError, tf.errors.OpError) as e:
+  except Exception as e:  # pylint: disable=broad-except
+    # TensorFlow's reader raises IndexError, DataLossError, ... for cut
+    # files: only the tensors' own readability tells a corrupt file from a
+    # model that does not fit.
     # The failed restore leaves deferred restorations in the model: when it
     # is deleted, TensorFlow would log one "Value in checkpoint could not be
     # found" line per variable (~1,160 for BASE) after this error.
     silence_unrestored_warnings()
+    reason = unreadable_reason(ckpt_path)
+    if reason is not None:
+      raise errors.CorruptCheckpointError(
+          "%s: checkpoint %s is truncated or unreadable (%s)" % (source, ckpt_path, reason),
+          path=ckpt_path) from None
+    if not isinstance(e, (ValueError, AssertionError, tf.errors.OpError)):
+      raise
     raise CheckpointError("%s: checkpoint %r does not fit the model (check "
                           "--bert_config_file): %s"
                           % (source, ckpt_path, errors.first_line(e))) from None
   return ckpt_path
+
+
+def unreadable_reason(ckpt_path: str) -> Optional[str]:
+  """Why a checkpoint's files cannot be read whole, or None when they can.
+
+  Reads every tensor of ``ckpt_path`` (an object- or name-based checkpoint
+  prefix): called after a restore failed, to tell a truncated or missing
+  ``.data``/``.index`` file from a checkpoint that does not fit the model.
+
+  Args:
+    ckpt_path: checkpoint prefix (``DIR/ckpt-N``).
+
+  Returns:
+    A short reason (str) naming what failed, or None.
+  """
+  if not tf.io.gfile.exists(ckpt_path + ".index"):
+    return "no file %s.index" % ckpt_path
+  try:
+    reader = tf.train.load_checkpoint(ckpt_path)
+    for name in reader.get_variable_to_shape_map():
+      reader.get_tensor(name)
+  except Exception as e:  # pylint: disable=broad-except
+    return "%s: %s" % (type(e).__name__, errors.first_line(e, "no detail")[:200])
+  return None
 
 
 class _UnrestoredFilter(logging.Filter):

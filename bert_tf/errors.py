@@ -45,6 +45,17 @@ class CheckpointError(BertTfError):
   """A checkpoint is missing, unreadable, or does not fit the model."""
 
 
+class CorruptCheckpointError(CheckpointError):
+  """A checkpoint's files are truncated or unreadable (not a model mismatch).
+
+  ``path`` is the checkpoint prefix, so a resume can skip to an older one.
+  """
+
+  def __init__(self, message: str, path: str = "", **kwargs):
+    super().__init__(message, **kwargs)
+    self.path = path
+
+
 class InputError(BertTfError):
   """Bad input files or arguments for data creation or reading."""
 

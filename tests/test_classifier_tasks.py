@@ -324,6 +324,13 @@ def test_bad_rows_name_file_and_line(tmp_path):
   mnli = cd.get_task("mnli")
   with pytest.raises(cd.TaskError, match=r"train.tsv line 26: expected at least 11"):
     cd.read_split(mnli, d + "/train.tsv", mnli.train)
+  # A stray tab in a generic TSV's text: one line naming file and line, not
+  # a new label class made of the text's second half.
+  _write(d + "/generic.tsv", [("sentence", "label"), ("fine", "1"), ("a\tstray tab", "0")])
+  generic = cd.get_task("tsv", text_a_column="sentence", label_column="label")
+  with pytest.raises(cd.TaskError, match=r"generic.tsv line 3: 3 tab-separated fields, "
+                     r"the header has 2 \(a stray tab"):
+    cd.read_split(generic, d + "/generic.tsv", generic.train)
   xnli = cd.get_task("xnli", xnli_language="fr")
   with pytest.raises(cd.TaskError, match="no examples for language 'fr'"):
     write_xnli(d)

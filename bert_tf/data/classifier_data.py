@@ -347,7 +347,8 @@ def read_split(task, path, split, labels=None, with_labels=None, strict_utf8=Fal
 
   Raises:
     TaskError: a missing file, a missing column, a row with too few
-      columns, an unknown label or a non-numeric regression score, naming the
+      columns or (in a file with a header) another number of fields than
+      the header, an unknown label or a non-numeric regression score, naming the
       file and line; or an empty file.
   """
   labels = task.labels if labels is None else labels
@@ -385,6 +386,14 @@ def read_split(task, path, split, labels=None, with_labels=None, strict_utf8=Fal
                           path, lineno, needed,
                           "tab" if task.delimiter == "\t" else "comma",
                           task.name, len(row)))
+    if header is not None and len(row) != len(header):
+      # A stray delimiter inside a text shifts every later column: its
+      # label would be a word of the text (a new class for generic tasks).
+      raise TaskError("%s line %d: %d %s-separated fields, the header has %d "
+                      "(a stray %s in a text, or a missing field?)" % (
+                          path, lineno, len(row),
+                          "tab" if task.delimiter == "\t" else "comma",
+                          len(header), "tab" if task.delimiter == "\t" else "comma"))
     if lang is not None and row[lang].strip() != task.language:
       continue
     out.texts_a.append(row[a])

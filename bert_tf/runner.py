@@ -45,15 +45,12 @@ from bert_tf import errors
 from bert_tf import io_utils
 from bert_tf import optimization
 from bert_tf import precision
+from bert_tf import run_dir
 from bert_tf import training
 from bert_tf.tasks import base
 
 DTYPES = precision.DTYPES
-BEST_DIR = "best"
-BEST_STATE = "best.json"
-DATA_DIR_PREFIX = "data-worker-"
-DETERMINISM_FILE = "determinism.json"
-RECIPE_FILE = "train_flags.json"
+RECIPE_FILE = run_dir.RECIPE_FILE
 
 # Params fields that do not change what training computes: where files go,
 # what else the run does, how often it logs or saves, on how many devices.
@@ -192,7 +189,7 @@ def enable_determinism_for_run(output_dir: str, seed: int) -> int:
   Raises:
     RuntimeError: TensorFlow already started with another pool size.
   """
-  path = os.path.join(output_dir, DETERMINISM_FILE)
+  path = os.path.join(output_dir, run_dir.DETERMINISM_FILE)
   recorded = None
   if os.path.exists(path):
     with open(path, encoding="utf-8") as f:
@@ -318,13 +315,21 @@ def worker_info(strategy) -> tuple:
   return num_workers, index, strategy.extended.should_checkpoint
 
 
-def _better(value, best) -> bool:
-  """Whether a dev ``value`` replaces the kept ``best``: higher, or EQUAL
-  (a tie keeps the later model: it has trained longer on the same score);
-  a NaN never replaces a number."""
+def _better(value: float, best: Optional[float], lowest: bool = False) -> bool:
+  """Whether a dev ``value`` replaces the kept ``best``: higher (lower with
+  ``lowest``), or EQUAL (a tie keeps the later model: it has trained longer
+  on the same score); a NaN never replaces a number."""
   if best is None or (isinstance(best, float) and math.isnan(best)):
     return True
-  return not math.isnan(value) and value >= best
+  if math.isnan(value):
+    return False
+  return value <= best if lowest else value >= best
+
+
+def best_metric_name(best_metric: str) -> str:
+  """The name ``best.json`` records for a task's ``best_metric``: without
+  the ``eval_`` prefix (``eval_acc_and_f1`` -> ``acc_and_f1``)."""
+  return best_metric[len("eval_"):] if best_metric.startswith("eval_") else best_metric
 
 
 BEST_MODEL_KEY = "best_model"
@@ -336,7 +341,7 @@ def best_model_line(best: dict, output_dir: str) -> str:
   use; its figures: <output_dir>/best/eval_results.txt``."""
   return "%s = step %d by %s=%.4f, the model prediction and export use; its " \
          "figures: %s\n" % (BEST_MODEL_KEY, best["step"], best["metric"], best["value"],
-                            os.path.join(output_dir, BEST_DIR, "eval_results.txt"))
+                            os.path.join(output_dir, run_dir.BEST_DIR, run_dir.EVAL_RESULTS))
 
 
 def _short(value: str) -> str:
@@ -347,17 +352,12 @@ def _short(value: str) -> str:
     return value
 
 
-def read_results(path: str) -> dict:
-  """An ``eval_results.txt`` as ``{key: value string}`` (None: no file)."""
-  if not os.path.exists(path):
-    return None
-  with open(path, encoding="utf-8") as f:
-    return dict(l.rstrip("\n").split(" = ", 1) for l in f if " = " in l)
+read_results = run_dir.read_results
 
 
 def read_best_state(output_dir: str) -> Optional[dict]:
   """The best model's record ``{step, metric, value}``, or None."""
-  path = os.path.join(output_dir, BEST_DIR, BEST_STATE)
+  path = os.path.join(output_dir, run_dir.BEST_DIR, run_dir.BEST_STATE)
   if not os.path.exists(path):
     return None
   with open(path, encoding="utf-8") as f:
@@ -373,16 +373,16 @@ def save_best(objects: dict, output_dir: str, run_files: Sequence[str], step: in
   ``tf.train.latest_checkpoint``), the task's ``run_files`` (so it is a
   model directory on its own), its ``eval_results.txt`` and ``best.json``.
   """
-  final = os.path.join(output_dir, BEST_DIR)
+  final = os.path.join(output_dir, run_dir.BEST_DIR)
   tmp = tempfile.mkdtemp(prefix=".best.", suffix=".tmp", dir=output_dir)
   old = None
   try:
     tf.train.Checkpoint(**objects).save(os.path.join(tmp, "ckpt"))
     for name in run_files:
       shutil.copyfile(os.path.join(output_dir, name), os.path.join(tmp, name))
-    with open(os.path.join(tmp, "eval_results.txt"), "w", encoding="utf-8") as f:
+    with open(os.path.join(tmp, run_dir.EVAL_RESULTS), "w", encoding="utf-8") as f:
       f.write(format_results(results))
-    with open(os.path.join(tmp, BEST_STATE), "w", encoding="utf-8") as f:
+    with open(os.path.join(tmp, run_dir.BEST_STATE), "w", encoding="utf-8") as f:
       json.dump({"step": int(step), "metric": metric, "value": value}, f, indent=2)
     if os.path.exists(final):
       old = tempfile.mkdtemp(prefix=".best.", suffix=".old", dir=output_dir)
@@ -399,7 +399,7 @@ def save_best(objects: dict, output_dir: str, run_files: Sequence[str], step: in
 def restore_best(objects: dict, output_dir: str) -> Optional[dict]:
   """Loads ``<output_dir>/best/`` into ``objects``; returns its record or None."""
   state = read_best_state(output_dir)
-  path = tf.train.latest_checkpoint(os.path.join(output_dir, BEST_DIR))
+  path = run_dir.best_checkpoint(output_dir)
   if state is None or path is None:
     return None
   tf.train.Checkpoint(**objects).read(
@@ -432,8 +432,56 @@ class _Checkpoints:
     return path
 
 
+@dataclasses.dataclass
+class RunState:
+  """Everything one run of :class:`Runner` holds between its steps.
+
+  Attributes:
+    task: the task run.
+    strategy: the ``tf.distribute`` strategy.
+    spec: ``task.optimizer_spec()`` (learning rate, steps, warm-up).
+    do_train, do_eval: what the run does (:meth:`Runner.run`'s flags).
+    model: the task's Keras model (built in ``strategy.scope()``).
+    optimizer: its optimizer; ``optimizer.iterations`` is the global step.
+    model_objects: the trackables ``best/`` keeps (no optimizer slots).
+    checkpoints: the run's checkpoint manager (and data positions).
+    iterator: the training input (None when not training).
+    num_workers, worker_index, is_chief: this process in the job.
+    resumed_from: the checkpoint restored, or None (initialized).
+    results: what :meth:`Runner.run` returns, filled step by step.
+    eval_writer: the ``eval/`` TensorBoard writer (made at the first
+      evaluation).
+  """
+  task: base.Task
+  strategy: tf.distribute.Strategy
+  spec: base.OptimizerSpec
+  do_train: bool
+  do_eval: bool
+  model: keras.Model
+  optimizer: keras.optimizers.Optimizer
+  model_objects: dict
+  checkpoints: "_Checkpoints"
+  iterator: Optional[object]
+  num_workers: int
+  worker_index: int
+  is_chief: bool
+  resumed_from: Optional[str] = None
+  results: dict = dataclasses.field(default_factory=dict)
+  eval_writer: Optional[object] = None
+
+  @property
+  def step(self) -> int:
+    """The global step (``optimizer.iterations``) as a Python int."""
+    return int(self.optimizer.iterations.numpy())
+
+
 class Runner:
   """Runs a :class:`bert_tf.tasks.base.Task` (see the module docstring).
+
+  :meth:`run` checks the arguments, then goes through named steps on one
+  :class:`RunState`: :meth:`build`, :meth:`restore_or_initialize`,
+  :meth:`train_until` (evaluating at the given steps),
+  :meth:`evaluate_and_keep_best`, :meth:`predict_and_export`.
 
   Args:
     params: :class:`RunnerParams`.
@@ -501,7 +549,7 @@ class Runner:
     ckpt_dir = p.output_dir
     if is_chief and do_train:  # before anything in output_dir is rewritten
       check_recipe(p.output_dir, training_recipe(task),
-                   resuming=tf.train.latest_checkpoint(p.output_dir) is not None)
+                   resuming=run_dir.latest_checkpoint(p.output_dir) is not None)
     if is_chief:
       if do_train or not all(os.path.exists(os.path.join(p.output_dir, f))
                              for f in task.run_files if f):
@@ -510,17 +558,45 @@ class Runner:
       ckpt_dir = tempfile.mkdtemp(prefix=".worker%d." % worker_index,
                                   dir=p.output_dir)
     try:
-      return self._run(task, strategy, spec, num_workers, worker_index, is_chief,
-                       ckpt_dir, do_train, do_eval, do_predict, eval_at_steps,
-                       export_fn, on_finish)
+      state = self.build(task, strategy, spec, (num_workers, worker_index, is_chief),
+                         ckpt_dir, do_train, do_eval)
+      self.restore_or_initialize(state)
+      end = spec.num_train_steps
+      if p.stop_at_step:
+        end = min(end, p.stop_at_step)
+      evaluated = self.train_until(state, end, eval_at_steps)
+      if do_eval and not evaluated:
+        state.results.update(self.evaluate_and_keep_best(state))
+      self.predict_and_export(state, do_predict, export_fn)
+      state.results["global_step"] = state.step
+      if on_finish is not None:
+        on_finish(state.model, state.optimizer)
+      return state.results
     finally:
       if not is_chief:
         shutil.rmtree(ckpt_dir, ignore_errors=True)
 
-  def _run(self, task, strategy, spec, num_workers, worker_index, is_chief,
-           ckpt_dir, do_train, do_eval, do_predict, eval_at_steps, export_fn,
-           on_finish):
+  # --- the steps --------------------------------------------------------------
+
+  def build(self, task: base.Task, strategy, spec: base.OptimizerSpec,
+            worker: tuple, ckpt_dir: str, do_train: bool, do_eval: bool) -> RunState:
+    """Model and optimizer in ``strategy.scope()``, the training input, the
+    checkpoint (model, optimizer, dropout RNG, data position) and its manager
+    writing to ``ckpt_dir``.
+
+    Args:
+      task, strategy: as :meth:`run` got them.
+      spec: ``task.optimizer_spec()``.
+      worker: :func:`worker_info` ``(num_workers, worker_index, is_chief)``.
+      ckpt_dir: where this process saves checkpoints (``output_dir`` on the
+        chief, a scratch directory on the other workers).
+      do_train, do_eval: :meth:`run`'s flags.
+
+    Returns:
+      a :class:`RunState` at step 0 (nothing restored yet).
+    """
     p = self.params
+    num_workers, worker_index, is_chief = worker
     with strategy.scope():
       model = task.build_model()
       optimizer = optimization.create_optimizer(
@@ -545,151 +621,205 @@ class Runner:
       else:  # every worker keeps its own data position
         data_manager = tf.train.CheckpointManager(
             tf.train.Checkpoint(iterator=iterator),
-            os.path.join(p.output_dir, DATA_DIR_PREFIX + str(worker_index)),
+            os.path.join(p.output_dir, run_dir.DATA_DIR_PREFIX + str(worker_index)),
             max_to_keep=p.keep_checkpoint_max, checkpoint_name="data")
-    ckpt = tf.train.Checkpoint(**objects)
     manager = tf.train.CheckpointManager(
-        ckpt, ckpt_dir, max_to_keep=p.keep_checkpoint_max,
+        tf.train.Checkpoint(**objects), ckpt_dir, max_to_keep=p.keep_checkpoint_max,
         step_counter=optimizer.iterations,
         checkpoint_interval=p.save_checkpoints_steps)
-    checkpoints = _Checkpoints(manager, data_manager)
+    return RunState(task=task, strategy=strategy, spec=spec, do_train=do_train,
+                    do_eval=do_eval,
+                    model=model, optimizer=optimizer, model_objects=model_objects,
+                    checkpoints=_Checkpoints(manager, data_manager), iterator=iterator,
+                    num_workers=num_workers, worker_index=worker_index,
+                    is_chief=is_chief)
+
+  def restore_or_initialize(self, state: RunState) -> None:
+    """Resumes from the newest checkpoint of ``output_dir`` (and this
+    worker's data position), else lets the task load its initial weights;
+    sets ``state.resumed_from``."""
+    manager = state.checkpoints.manager
     latest = training.restore_latest(
-        manager if is_chief else
-        tf.train.CheckpointManager(ckpt, p.output_dir, max_to_keep=None))
-    step = int(optimizer.iterations.numpy())
+        manager if state.is_chief else
+        tf.train.CheckpointManager(manager.checkpoint, self.params.output_dir,
+                                   max_to_keep=None))
+    state.resumed_from = latest
     if latest:
-      self.print_fn("resumed from %s at step %d" % (latest, step))
-      if data_manager is not None:
-        self._restore_data_position(data_manager, step, worker_index)
+      self.print_fn("resumed from %s at step %d" % (latest, state.step))
+      if state.checkpoints.data_manager is not None:
+        self._restore_data_position(state.checkpoints.data_manager, state.step,
+                                    state.worker_index)
     else:
-      what = task.initialize(model)
+      what = state.task.initialize(state.model)
       if what:
         self.print_fn("initialized from " + what)
 
-    results = {}
-    eval_writer = None
+  def train_until(self, state: RunState, end: int, eval_at_steps: Sequence[int]) -> bool:
+    """Trains to step ``end`` in loops of ``iterations_per_loop`` steps
+    (checkpointed at the cadence), with :meth:`evaluate_and_keep_best` at
+    each of ``eval_at_steps`` on the way and at ``end`` when evaluating.
 
-    def evaluate():
-      nonlocal eval_writer
-      try:
-        out = task.evaluate(model, self.print_fn)
-      except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
-        task.explain_data_error(e)
-        raise
-      gstep = int(optimizer.iterations.numpy())
-      out["global_step"] = gstep
-      if is_chief:
-        if eval_writer is None:
-          eval_writer = tf.summary.create_file_writer(os.path.join(p.output_dir, "eval"))
-        write_scalars(eval_writer, gstep, {k: v for k, v in out.items()
-                                           if k != "global_step"})
-        best = None
-        if do_train and p.keep_best and task.best_metric:
-          value = out[task.best_metric]
-          best = read_best_state(p.output_dir)
-          if _better(value, None if best is None else best["value"]):
-            metric = task.best_metric[len("eval_"):] if task.best_metric.startswith(
-                "eval_") else task.best_metric
-            save_best(model_objects, p.output_dir, task.run_files, gstep, metric,
-                      value, out)
-            best = read_best_state(p.output_dir)
-            self.print_fn("new best dev model: %s=%.4f at step %d -> %s" % (
-                metric, value, gstep, os.path.join(p.output_dir, BEST_DIR)))
-        # The original's file: this (the latest) step's figures; when the kept
-        # best model is another step's, a line says where its figures are.
-        text = format_results(out)
-        if best is not None and best["step"] != gstep:
-          text += best_model_line(best, p.output_dir)
-        io_utils.atomic_write_text(os.path.join(p.output_dir, "eval_results.txt"), text)
-      return out
-
-    end = spec.num_train_steps
-    if p.stop_at_step:
-      end = min(end, p.stop_at_step)
-    evaluated = False
-    if do_train and latest and step >= end:
+    Returns:
+      whether an evaluation ran (False also when nothing was trained).
+    """
+    p, task = self.params, state.task
+    step = state.step
+    if state.do_train and state.resumed_from and step >= end:
       self.print_fn("training is complete (step %d of %d): nothing to train; "
                     "a new --output_dir trains anew" % (step, end))
-    if do_train and step < end:
-      if task.normalized_loss:
-        compute, normalizer = (lambda f, t: task.compute_loss(model, f, t)), \
-            task.loss_normalizers
-      else:
-        compute, normalizer = (lambda f: task.compute_loss(model, f)), None
-      trainer = training.Trainer(
-          strategy, model, optimizer, compute,
-          num_accumulation_steps=p.num_accumulation_steps,
-          normalizer_fn=normalizer, jit_compile=p.jit_compile)
-      writer = (tf.summary.create_file_writer(os.path.join(p.output_dir, "train"))
-                if is_chief else tf.summary.create_noop_writer())
+    if not state.do_train or step >= end:
+      return False
+    model, optimizer = state.model, state.optimizer
+    if task.normalized_loss:
+      compute, normalizer = (lambda f, t: task.compute_loss(model, f, t)), \
+          task.loss_normalizers
+    else:
+      compute, normalizer = (lambda f: task.compute_loss(model, f)), None
+    trainer = training.Trainer(
+        state.strategy, model, optimizer, compute,
+        num_accumulation_steps=p.num_accumulation_steps,
+        normalizer_fn=normalizer, jit_compile=p.jit_compile)
+    writer = (tf.summary.create_file_writer(os.path.join(p.output_dir, "train"))
+              if state.is_chief else tf.summary.create_noop_writer())
+    log = self._loop_logger(state, end, writer)
+    stops = [s for s in eval_at_steps if step < s < end] if state.do_eval else []
+    last, evaluated = {}, False
+    # SIGINT/SIGTERM: a checkpoint at the current step, then Interrupted.
+    with training.StopRequest() as stop_request:
+      for stop in stops + [end]:
+        try:
+          last = trainer.train(state.iterator, stop, state.checkpoints,
+                               steps_per_loop=p.iterations_per_loop, log_fn=log,
+                               examples_per_step=batch_size_of(task),
+                               stop=stop_request)
+        except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+          task.explain_data_error(e)
+          raise
+        if state.do_eval:
+          state.results.update(self.evaluate_and_keep_best(state))
+          evaluated = True
+    if last:
+      state.results.update({"train_" + k: v for k, v in task.train_metrics(last).items()})
+    return evaluated
 
-      started = time.monotonic()
-      estimator = EtaEstimator()
+  def _loop_logger(self, state: RunState, end: int, writer) -> Callable:
+    """The ``log_fn(gstep, sums, seconds)`` of :meth:`train_until`: one log
+    line (metrics, learning rate, throughput, elapsed, ETA) and the
+    ``train/`` scalars per loop."""
+    task, optimizer = state.task, state.optimizer
+    total = state.spec.num_train_steps
+    started = time.monotonic()
+    estimator = EtaEstimator()
 
-      def log(gstep, sums, seconds):
-        m = task.train_metrics(sums)
-        lr = float(optimizer.learning_rate)
-        rate = sums.get("examples_per_second", 0.0)
-        elapsed = time.monotonic() - started
-        estimator.update(int(sums.get("steps", 0)), seconds)
-        eta = estimator.seconds_left(end - gstep)
-        self.print_fn("step %d/%d %s lr=%.3g %.1f %s/s (%.1fs) elapsed %s eta %s" % (
-            gstep, spec.num_train_steps, format_metrics(m), lr, rate,
-            task.example_unit, seconds, format_duration(elapsed),
-            format_duration(eta)))
-        write_scalars(writer, gstep, dict(
-            m, learning_rate=lr, **{task.throughput_name: rate}))
+    def log(gstep, sums, seconds):
+      m = task.train_metrics(sums)
+      lr = float(optimizer.learning_rate)
+      rate = sums.get("examples_per_second", 0.0)
+      elapsed = time.monotonic() - started
+      estimator.update(int(sums.get("steps", 0)), seconds)
+      eta = estimator.seconds_left(end - gstep)
+      self.print_fn("step %d/%d %s lr=%.3g %.1f %s/s (%.1fs) elapsed %s eta %s" % (
+          gstep, total, format_metrics(m), lr, rate, task.example_unit, seconds,
+          format_duration(elapsed), format_duration(eta)))
+      write_scalars(writer, gstep, dict(m, learning_rate=lr, **{task.throughput_name: rate}))
 
-      stops = [s for s in eval_at_steps if step < s < end] if do_eval else []
-      last = {}
-      # SIGINT/SIGTERM: a checkpoint at the current step, then Interrupted.
-      with training.StopRequest() as stop_request:
-        for stop in stops + [end]:
-          try:
-            last = trainer.train(iterator, stop, checkpoints,
-                                 steps_per_loop=p.iterations_per_loop, log_fn=log,
-                                 examples_per_step=batch_size_of(task),
-                                 stop=stop_request)
-          except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
-            task.explain_data_error(e)
-            raise
-          if do_eval and (stop in stops or stop == end):
-            results.update(evaluate())
-            evaluated = True
-      results.update({"train_" + k: v for k, v in task.train_metrics(last).items()}
-                     if last else {})
-    if do_eval and not evaluated:
-      results.update(evaluate())
+    return log
 
-    final_step = int(optimizer.iterations.numpy())
+  def evaluate_and_keep_best(self, state: RunState) -> dict:
+    """One dev evaluation of the current weights: the task's figures plus
+    ``global_step``; on the chief, its ``eval/`` scalars, ``best/`` replaced
+    when it is the best so far (:meth:`keep_best`), and ``eval_results.txt``.
+
+    Returns:
+      dict: the evaluation's results (floats) and ``global_step`` (int).
+    """
+    try:
+      out = state.task.evaluate(state.model, self.print_fn)
+    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+      state.task.explain_data_error(e)
+      raise
+    gstep = state.step
+    out["global_step"] = gstep
+    if state.is_chief:
+      if state.eval_writer is None:
+        state.eval_writer = tf.summary.create_file_writer(
+            os.path.join(self.params.output_dir, "eval"))
+      write_scalars(state.eval_writer, gstep,
+                    {k: v for k, v in out.items() if k != "global_step"})
+      best = self.keep_best(state, out) if state.do_train else None
+      self._write_eval_results(out, best)
+    return out
+
+  def keep_best(self, state: RunState, out: dict) -> Optional[dict]:
+    """Replaces ``best/`` with the current weights when ``out``'s
+    ``task.best_metric`` is the best so far (highest, or lowest with
+    ``task.best_is_lowest``; a tie keeps the later step). A ``best/`` kept
+    by another metric is replaced.
+
+    Returns:
+      the kept best model's record ``{step, metric, value}``, or None when
+      the run keeps no best model (``keep_best`` off, no ``best_metric``).
+    """
+    task, p = state.task, self.params
+    if not (p.keep_best and task.best_metric):
+      return None
+    value = out[task.best_metric]
+    metric = best_metric_name(task.best_metric)
+    best = read_best_state(p.output_dir)
+    kept = None if best is None or best["metric"] != metric else best["value"]
+    if _better(value, kept, task.best_is_lowest):
+      save_best(state.model_objects, p.output_dir, task.run_files, out["global_step"],
+                metric, value, out)
+      best = read_best_state(p.output_dir)
+      self.print_fn("new best dev model: %s=%.4f at step %d -> %s" % (
+          metric, value, out["global_step"], os.path.join(p.output_dir, run_dir.BEST_DIR)))
+    return best
+
+  def _write_eval_results(self, out: dict, best: Optional[dict]) -> None:
+    """The original's ``eval_results.txt``: this (the latest) step's figures;
+    when the kept best model is another step's, a line says where its
+    figures are."""
+    text = format_results(out)
+    if best is not None and best["step"] != out["global_step"]:
+      text += best_model_line(best, self.params.output_dir)
+    io_utils.atomic_write_text(os.path.join(self.params.output_dir, run_dir.EVAL_RESULTS), text)
+
+  def predict_and_export(self, state: RunState, do_predict: bool,
+                         export_fn: Optional[Callable[[keras.Model], str]]) -> None:
+    """With prediction or an export hook: restores ``best/`` when kept (else
+    the final weights stay), lets the task predict, calls ``export_fn`` on
+    the chief, and prints which model it was and its dev figures. Adds
+    ``best_step``/``best_<metric>``, ``test_files``, ``export_path`` to
+    ``state.results``."""
+    if not do_predict and export_fn is None:
+      return
+    p, task, results = self.params, state.task, state.results
+    final_step = state.step
     best = None
-    if (do_predict or export_fn is not None):
-      if p.keep_best and task.best_metric:
-        best = restore_best(model_objects, p.output_dir)
-      if best is not None:
-        self.print_fn("using the best dev model for prediction/export: step %d, "
-                      "%s=%.4f (%s)" % (best["step"], best["metric"], best["value"],
-                                        os.path.join(p.output_dir, BEST_DIR)))
-        results["best_step"] = best["step"]
-        results["best_" + best["metric"]] = best["value"]
-      else:
-        self.print_fn("using the final model (step %d) for prediction/export" %
-                      final_step)
+    if p.keep_best and task.best_metric:
+      best = restore_best(state.model_objects, p.output_dir)
+    if best is not None:
+      self.print_fn("using the best dev model for prediction/export: step %d, "
+                    "%s=%.4f (%s)" % (best["step"], best["metric"], best["value"],
+                                      os.path.join(p.output_dir, run_dir.BEST_DIR)))
+      results["best_step"] = best["step"]
+      results["best_" + best["metric"]] = best["value"]
+    else:
+      self.print_fn("using the final model (step %d) for prediction/export" %
+                    final_step)
     if do_predict:
-      files = task.predict(model, p.output_dir, self.print_fn)
+      files = task.predict(state.model, p.output_dir, self.print_fn)
       results["test_files"] = files
       if files:
         self.print_fn("wrote %s" % ", ".join(files))
-    if export_fn is not None and is_chief:
-      path = export_fn(model)
+    if export_fn is not None and state.is_chief:
+      path = export_fn(state.model)
       results["export_path"] = path
       self.print_fn("exported SavedModel to %s" % path)
-    if do_predict or (export_fn is not None and is_chief):
+    if do_predict or (export_fn is not None and state.is_chief):
       self.print_fn(self._model_report(task, best, final_step, results))
-    results["global_step"] = final_step
-    if on_finish is not None:
-      on_finish(model, optimizer)
-    return results
+
+  # --- helpers ----------------------------------------------------------------
 
   def _model_report(self, task, best, final_step, results) -> str:
     """The last line of a run that predicts or exports: which model (step,
@@ -697,12 +827,14 @@ class Runner:
     what = "exported" if "export_path" in results else "predicted with"
     p = self.params
     if best is not None:
-      path = os.path.join(p.output_dir, BEST_DIR, "eval_results.txt")
+      path = os.path.join(p.output_dir, run_dir.BEST_DIR, run_dir.EVAL_RESULTS)
       figures = read_results(path) or {}
-      head = ("%s the best dev model: step %d of %d, highest %s (a tie keeps the "
-              "later step)" % (what, best["step"], final_step, best["metric"]))
+      head = ("%s the best dev model: step %d of %d, %s %s (a tie keeps the "
+              "later step)" % (what, best["step"], final_step,
+                               "lowest" if task.best_is_lowest else "highest",
+                               best["metric"]))
     else:
-      path = os.path.join(p.output_dir, "eval_results.txt")
+      path = os.path.join(p.output_dir, run_dir.EVAL_RESULTS)
       figures = read_results(path) or {}
       if figures.get("global_step") != str(final_step):
         figures = {}  # no evaluation of this step

@@ -56,6 +56,7 @@ class Task:
     name: the task's name (logs, file names).
     best_metric: key of :meth:`evaluate`'s results that picks the best model
       (higher is better), or None for no best model.
+    best_is_lowest: True when a lower ``best_metric`` is better (a loss).
     example_unit: the unit of the throughput in log lines (``examples``,
       ``seq``).
     throughput_name: the TensorBoard tag of the throughput.
@@ -85,6 +86,7 @@ class Task:
 
   name: str = "task"
   best_metric: Optional[str] = None
+  best_is_lowest: bool = False
   example_unit: str = "examples"
   throughput_name: str = "examples_per_second"
   resumable_input: bool = False

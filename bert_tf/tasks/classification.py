@@ -18,13 +18,16 @@ after every epoch and the best model by the task's GLUE metric
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
+import random
 from typing import Optional
 
 import numpy as np
 import tensorflow as tf
 
+from bert_tf import run_dir
 from bert_tf import checkpoints
 from bert_tf import errors
 from bert_tf import io_utils
@@ -34,8 +37,8 @@ from bert_tf.modeling import models
 from bert_tf.params import field
 from bert_tf.tasks import fine_tuning
 
-RUN_CONFIG = "classifier_config.json"
-BEST_DIR = "best"  # the runner keeps the best dev model there
+RUN_CONFIG = run_dir.CLASSIFIER_CONFIG
+BEST_DIR = run_dir.BEST_DIR  # the runner keeps the best dev model there
 # Token-length bucket edges for --bucket_by_length training batches.
 BUCKETS = (16, 24, 32, 48, 64, 96)
 
@@ -316,6 +319,87 @@ class ClassificationTask(fine_tuning.FineTuningTask):
     self.name = data_task.name
     self.best_metric = "eval_" + metrics_lib.main_metric(data_task.metrics)
     self._plan_steps(len(self.train) if do_train else 0)
+
+  # --- what a hyperparameter search asks (bert_tf.tuning) -----------------
+
+  can_hold_out = True
+
+  @classmethod
+  def for_search(cls, params: ClassifierParams, do_predict: bool) -> "ClassificationTask":
+    return cls(params, do_train=True, do_eval=True, do_predict=do_predict)
+
+  @property
+  def selection_metric(self) -> str:
+    """``eval_accuracy``, or ``eval_mcc`` (CoLA), ``eval_f1`` (MRPC, QQP),
+    ``eval_spearmanr`` (STS-B) where GLUE reports those."""
+    return "eval_" + {"mcc": "mcc", "acc_and_f1": "f1",
+                      "pearson_and_spearman": "spearmanr"}.get(
+                          self.data_task.metrics, "accuracy")
+
+  @property
+  def reported_metrics(self) -> list:
+    """``eval_accuracy`` (not for regression), ``eval_loss`` and the GLUE
+    metrics of the task (``eval_mcc``; ``eval_f1``, ``eval_acc_and_f1``;
+    ``eval_pearson``, ``eval_spearmanr``, ``eval_corr``)."""
+    extra = {"mcc": ["mcc"], "acc_and_f1": ["f1", "acc_and_f1"],
+             "pearson_and_spearman": ["pearson", "spearmanr", "corr"]}.get(
+                 self.data_task.metrics, [])
+    return ["eval_" + m for m in ["accuracy", "loss"] + extra
+            if not (self.data_task.is_regression and m == "accuracy")]
+
+  def check_selectable(self) -> None:
+    """Raises errors.ParamsError (argument ``data_dir``) without a dev split."""
+    if not self.devs:
+      raise errors.ParamsError("the task has no dev set to select on: use "
+                               "--holdout_fraction", argument="data_dir")
+
+  def hold_out(self, fraction: float, seed: int) -> None:
+    """Sets ``round(fraction * rows)`` training examples (a seeded shuffle)
+    aside as the dev set to select on, in place, and plans the steps for the
+    rows left; the dev splits are kept for :meth:`dev_report_task`.
+
+    Args:
+      fraction: in (0, 1).
+      seed: the shuffle's seed.
+
+    Raises:
+      errors.ParamsError: the fraction holds out no row or every row
+        (argument ``holdout_fraction``).
+    """
+    train = self.train
+    n = len(train)
+    k = int(round(n * fraction))
+    if k < 1 or k >= n:
+      raise errors.ParamsError("holdout_fraction %g of %d training examples leaves "
+                               "%d held out" % (fraction, n, k),
+                               argument="holdout_fraction")
+    order = list(range(n))
+    random.Random(seed).shuffle(order)
+    held, kept = sorted(order[:k]), sorted(order[k:])
+
+    def subset(idx, path):
+      pick = lambda xs: None if xs is None else [xs[i] for i in idx]  # pylint: disable=unnecessary-lambda-assignment
+      return dataclasses.replace(train, texts_a=pick(train.texts_a),
+                                 texts_b=pick(train.texts_b), labels=pick(train.labels),
+                                 ids=pick(train.ids), path=path)
+
+    self._report_devs = (self.devs, self.dev_datasets)
+    held_out = subset(held, train.path + " (held out %d)" % k)
+    self.train = subset(kept, train.path)
+    split = self.devs[0][0] if self.devs else self.data_task.dev[0]
+    self.devs = [(split, held_out)]
+    self.dev_datasets = [eval_dataset(self.preprocessor, self.data_task, held_out,
+                                      self.params.eval_batch_size)]
+    self._plan_steps(len(self.train))
+
+  def dev_report_task(self) -> Optional["ClassificationTask"]:
+    reported = getattr(self, "_report_devs", None)
+    if reported is None:
+      return None
+    new = copy.copy(self)
+    new.devs, new.dev_datasets = reported
+    new._report_devs = None  # pylint: disable=protected-access
+    return new
 
   def build_model(self):
     return models.build_classifier(self.config, self.data_task.num_outputs,

@@ -414,6 +414,83 @@ class FineTuningTask(base.Task):
     new._replan()  # pylint: disable=protected-access
     return new
 
+  # --- what a hyperparameter search asks of a task (bert_tf.tuning) -------
+
+  # Whether :meth:`hold_out` can set a slice of train aside to select on.
+  can_hold_out: bool = False
+  # Whether the task's dev evaluation is a prediction of its predict file (a
+  # run that evaluates needs ``do_predict``: SQuAD).
+  evaluates_by_predicting: bool = False
+
+  @classmethod
+  def for_search(cls, params: FineTuningParams, do_predict: bool) -> "FineTuningTask":
+    """The task a search's trials train: training and dev data read and
+    featurized, test data too with ``do_predict``.
+
+    Default: ``cls(params)``, the actions taken from ``params``' own
+    ``do_train`` / ``do_eval`` / ``do_predict`` (the search sets them).
+
+    Raises:
+      bert_tf.errors.BertTfError subclasses naming the bad flag or file.
+    """
+    del do_predict  # in params
+    return cls(params)
+
+  @property
+  def selection_metric(self) -> str:
+    """The task's standard dev metric (paper / GLUE): what a search selects
+    on unless told otherwise; one of :attr:`reported_metrics`."""
+    raise NotImplementedError
+
+  @property
+  def reported_metrics(self) -> list:
+    """The dev metrics (``list`` of str) :meth:`evaluate` reports, the names
+    a search may select on."""
+    raise NotImplementedError
+
+  def check_selectable(self) -> None:
+    """Raises when the task has no dev data to select a model on.
+
+    Default: the task's one ``--dev_file`` (NER, SWAG: ``self.dev``).
+
+    Raises:
+      errors.ParamsError: no dev examples (argument ``dev_file``).
+    """
+    if not getattr(self, "dev", None):
+      raise errors.ParamsError("a search needs --dev_file (the dev set to select on)",
+                               argument="dev_file")
+
+  def select_by(self, metric: str, lowest: bool = False) -> "FineTuningTask":
+    """A copy of this task whose run keeps ``best/`` by ``metric`` (lowest
+    first with ``lowest``), so that the score of a search's trial, the model
+    it reports and the one it exports are one checkpoint.
+
+    Args:
+      metric: one of :attr:`reported_metrics`.
+      lowest: a lower value is better (a loss).
+
+    Returns:
+      the copy (this task unchanged).
+    """
+    new = copy.copy(self)
+    new.best_metric = metric
+    new.best_is_lowest = lowest
+    return new
+
+  def hold_out(self, fraction: float, seed: int) -> None:
+    """Sets ``fraction`` of the training rows aside as the set to select on
+    (in place); the dev set is kept for :meth:`dev_report_task`.
+
+    Raises:
+      NotImplementedError: the task cannot (:attr:`can_hold_out` False).
+    """
+    raise NotImplementedError("%s keeps no hold-out" % type(self).__name__)
+
+  def dev_report_task(self) -> Optional["FineTuningTask"]:
+    """After :meth:`hold_out`: a copy that evaluates on the untouched dev
+    set (the search reports each kept model there); else None."""
+    return None
+
   def _replan(self) -> None:
     """Plans the steps for the current ``params`` (:meth:`_plan_steps` of
     the same training rows)."""

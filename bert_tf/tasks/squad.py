@@ -41,6 +41,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from bert_tf import run_dir
 from bert_tf import checkpoints
 from bert_tf import config as config_lib
 from bert_tf import errors
@@ -51,7 +52,7 @@ from bert_tf.modeling import models
 from bert_tf.params import field
 from bert_tf.tasks import fine_tuning
 
-RUN_CONFIG = "squad_config.json"
+RUN_CONFIG = run_dir.SQUAD_CONFIG
 PREDICTIONS_FILE = "predictions.json"
 NBEST_FILE = "nbest_predictions.json"
 NULL_ODDS_FILE = "null_odds.json"
@@ -311,6 +312,36 @@ class QuestionAnsweringTask(fine_tuning.FineTuningTask):
   example_unit = "features"
   resumable_input = True
   run_config_file = RUN_CONFIG
+
+  # --- what a hyperparameter search asks (bert_tf.tuning) -----------------
+
+  evaluates_by_predicting = True
+
+  @classmethod
+  def for_search(cls, params: SquadParams, do_predict: bool) -> "QuestionAnsweringTask":
+    del do_predict  # the dev evaluation is a prediction of predict_file
+    return cls(params, do_train=True, do_predict=True)
+
+  @property
+  def selection_metric(self) -> str:
+    """``f1`` (v1.1), ``best_f1`` (v2.0: F1 at the best no-answer threshold)."""
+    return "best_f1" if self.params.version_2_with_negative else "f1"
+
+  @property
+  def reported_metrics(self) -> list:
+    """The official evaluation's figures (v1.1 or v2.0)."""
+    if self.params.version_2_with_negative:
+      return ["exact", "f1", "best_exact", "best_f1", "HasAns_exact", "HasAns_f1",
+              "NoAns_exact", "NoAns_f1"]
+    return ["exact_match", "f1"]
+
+  def check_selectable(self) -> None:
+    """Raises errors.ParamsError (argument ``predict_file``) when the
+    predict file has no answers."""
+    if not self.has_answers:
+      raise errors.ParamsError("%s has no answers to select on: a search needs "
+                               "a dev file with answers" % self.params.predict_file,
+                               argument="predict_file")
 
   def __init__(self, params: SquadParams, do_train: bool = True,
                do_predict: bool = True):

@@ -31,6 +31,7 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
+from bert_tf import run_dir
 from bert_tf import errors
 from bert_tf import io_utils
 from bert_tf import preprocessing
@@ -40,7 +41,7 @@ from bert_tf.modeling import multiple_choice
 from bert_tf.params import field
 from bert_tf.tasks import fine_tuning
 
-RUN_CONFIG = "swag_config.json"
+RUN_CONFIG = run_dir.SWAG_CONFIG
 PREDICTIONS_FILE = "predictions.csv"
 
 
@@ -194,6 +195,17 @@ class MultipleChoiceTask(fine_tuning.FineTuningTask):
   example_unit = "examples"
   resumable_input = True  # example-index permutations (choices_dataset)
   run_config_file = RUN_CONFIG
+
+  # --- what a hyperparameter search asks (bert_tf.tuning) -----------------
+
+  @property
+  def selection_metric(self) -> str:
+    """``eval_accuracy``."""
+    return "eval_accuracy"
+
+  @property
+  def reported_metrics(self) -> list:
+    return ["eval_accuracy", "eval_loss"]
 
   def __init__(self, params: SwagParams, do_train: Optional[bool] = None,
                do_eval: Optional[bool] = None, do_predict: Optional[bool] = None):

@@ -154,6 +154,17 @@ class TokenTaggingTask(fine_tuning.FineTuningTask):
   run_config_file = RUN_CONFIG
   recorded_keys = fine_tuning.FineTuningTask.recorded_keys + ("doc_stride",)
 
+  # --- what a hyperparameter search asks (bert_tf.tuning) -----------------
+
+  @property
+  def selection_metric(self) -> str:
+    """entity ``eval_f1`` (conlleval)."""
+    return "eval_f1"
+
+  @property
+  def reported_metrics(self) -> list:
+    return ["eval_f1", "eval_precision", "eval_recall", "eval_accuracy", "eval_loss"]
+
   def __init__(self, params: NerParams):
     self.params = p = params
     self._set_actions()

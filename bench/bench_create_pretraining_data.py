@@ -7,24 +7,22 @@ Runs, one after the other on the same corpus and flags
   bert-tensorflow 1.0.4), ``python -m bert.create_pretraining_data``;
 * ``faithful``: ``tools/create_pretraining_data.py`` (default mode: the
   original's records, record for record);
-* ``scalable w=1`` / ``w=2``: ``--num_workers=1`` / ``2`` (sharded,
-  streaming, bounded memory);
+* ``scalable w=1`` / ``w=2``: ``--num_workers=1`` / ``2`` (sharded, streaming,
+  bounded memory); ``Beam``: ``w=2`` with ``--runner=beam`` on the DirectRunner's
+  Python engine, multi-processing, 2 workers (same shards, byte for byte);
 
 each as its own process under ``/usr/bin/time``, and prints a table:
 instances, wall seconds, CPU seconds (user + system, all processes),
 instances/s by wall clock and by CPU time, the speedups over the original,
 and peak RSS (MB; for the scalable mode the sum over the main process and its
-workers, as the tool reports them). Then the scalable mode (and faithful
-mode, for contrast) again on the corpus concatenated twice, to show whether
-peak RSS grows with the corpus.
+workers, as the tool reports them; for Beam per worker). Then the scalable mode
+(and faithful) on the corpus concatenated twice: does peak RSS grow with it?
 
-The machine may be shared: wall-clock figures then include waiting for a
-core; CPU-time figures do not. Our modes run ``--repeats`` times each and the
-run with the median wall time is reported (all wall times are listed); with
-``--rounds=N`` the original and then each of our modes run N times in turn,
-and each speedup is the median of the N per-round ratios (listed). With
-``--verify`` the faithful output is compared with the original's, parsed,
-record by record.
+On a shared machine wall figures include waiting for a core, CPU figures do
+not. Our modes run ``--repeats`` times each, the median-wall run reported (one
+neighbour's burst would otherwise decide it); with ``--rounds=N`` each speedup
+is the median of N per-round ratios (a burst shifts both sides of a ratio).
+``--verify`` compares faithful records with the original's, parsed.
 
 Run by hand (not a test)::
 
@@ -84,11 +82,16 @@ def _run_ours_once(corpus, out, args, workdir, workers, name):
   cmd = [sys.executable, os.path.join(ROOT, "tools", "create_pretraining_data.py"),
          "--input_file=" + corpus, "--output_file=" + out, "--vocab_file=" + args.vocab,
          "--dupe_factor=%d" % args.dupe_factor, "--random_seed=12345", "--noprogress"]
-  if workers:
-    cmd.append("--num_workers=%d" % workers)
+  cmd += ["--num_workers=%d" % workers] if workers else []
+  if name.startswith("beam"):  # the Python engine: no Prism download
+    cmd += ["--runner=beam", "--beam_pipeline_options=runner=DirectRunner,direct_num_"
+            "workers=%d,direct_running_mode=multi_processing" % workers]
   text, wall, cpu, rss = _timed(cmd, workdir, name)
   n = int(re.search(r"wrote (\d+) instances", text).group(1))
-  if workers:
+  if name.startswith("beam"):
+    m = re.search(r"peak RSS per Beam worker ([\d+]+) MB", text).group(1)
+    rss_sum, detail = rss, "per worker %s (main %.0f)" % (m, rss)
+  elif workers:
     m = re.search(r"peak RSS: main (\d+) MB, workers ([\d+]+) MB", text)
     parts = [int(m.group(1))] + [int(x) for x in m.group(2).split("+")]
     rss_sum = float(sum(parts))
@@ -118,13 +121,10 @@ def main():
   p.add_argument("--max_lines", type=int, default=0, help="use the first N lines (0: all)")
   p.add_argument("--dupe_factor", type=int, default=10)
   p.add_argument("--repeats", type=int, default=3,
-                 help="runs of each of our modes (the median by wall time is "
-                      "reported: ours take seconds, so one neighbour's burst "
-                      "would otherwise decide the figure)")
+                 help="runs of each of our modes (the median by wall time is reported)")
   p.add_argument("--rounds", type=int, default=1,
-                 help="rounds of (original, then each of our modes): the speedups are "
-                      "medians over rounds of each round's ratio, so a neighbour's "
-                      "burst shifts both sides of a ratio, not one")
+                 help="rounds of (original, then each of our modes): speedups are "
+                      "medians of the per-round ratios (see the module docstring)")
   p.add_argument("--skip_original", action="store_true")
   p.add_argument("--skip_2x", action="store_true")
   p.add_argument("--verify", action="store_true",
@@ -143,22 +143,21 @@ def main():
   double = os.path.join(workdir, "corpus_2x.txt")
   with open(double, "wb") as f:
     f.write(data.rstrip(b"\n") + b"\n\n" + data)
-  print("corpus %s: %.1f MB, %d lines; dupe_factor %d, seq 128, 20 predictions; "
-        "%d CPU cores, load average %.1f at start" %
-        (args.corpus, len(data) / 1e6, data.count(b"\n"), args.dupe_factor,
-         os.cpu_count(), os.getloadavg()[0]), flush=True)
+  print("corpus %s: %.1f MB, %d lines; dupe_factor %d, seq 128, 20 predictions; %d CPU "
+        "cores, load average %.1f at start" % (args.corpus, len(data) / 1e6,
+        data.count(b"\n"), args.dupe_factor, os.cpu_count(), os.getloadavg()[0]), flush=True)
 
   modes = [("faithful (default)", 0, "faithful"), ("scalable --num_workers=1", 1, "scalable1"),
-           ("scalable --num_workers=2", 2, "scalable2")]
+           ("scalable --num_workers=2", 2, "scalable2"),
+           ("scalable w=2 --runner=beam (DirectRunner, 2 processes)", 2, "beam2")]
   rounds = []  # per round: {name: result}
   for rnd in range(args.rounds):
     got = {}
     if not args.skip_original:
-      got["original"] = run_original(corpus, os.path.join(workdir, "orig.tfrecord"), args,
-                                     workdir)
+      got["original"] = run_original(corpus, os.path.join(workdir, "orig.tfrecord"), args, workdir)
       print("  round %d: original %.1f s" % (rnd + 1, got["original"]["wall"]), flush=True)
     for name, w, tag in modes:
-      out = os.path.join(workdir, "ours.tfrecord" if w == 0 else "sc%d" % w)
+      out = os.path.join(workdir, "ours.tfrecord" if w == 0 else tag)
       got[name] = run_ours(corpus, out, args, workdir, w, tag)
       print("  round %d: %s %.1f s" % (rnd + 1, name, got[name]["wall"]), flush=True)
     rounds.append(got)
@@ -182,8 +181,7 @@ def main():
       sw = sc = "-"
     else:
       ws, cs = speedups(key, "wall"), speedups(key, "cpu")
-      sw = "%.1fx" % statistics.median(ws)
-      sc = "%.1fx" % statistics.median(cs)
+      sw, sc = "%.1fx" % statistics.median(ws), "%.1fx" % statistics.median(cs)
       if len(rounds) > 1:
         sw += " [%s]" % "/".join("%.1f" % x for x in ws)
     detail = r["rss_detail"]
@@ -191,6 +189,9 @@ def main():
       detail += " {walls %s}" % "/".join("%.1f" % x["wall"] for x in runs)
     print("| %s | %d | %.1f | %.1f | %.0f | %.0f | %s | %s | %s |" %
           (label, r["instances"], r["wall"], r["cpu"], ips_w, ips_c, sw, sc, detail))
+  ips = lambda key: statistics.median(g[key]["instances"] / g[key]["wall"] for g in rounds)
+  print("\nBeam / local 2-worker instances/s (wall): %.2fx (target >= 0.8x)" % (
+      ips(modes[3][0]) / ips(modes[2][0])))
   if args.verify and not args.skip_original:
     n1, n2, diff = verify(os.path.join(workdir, "orig.tfrecord"),
                           os.path.join(workdir, "ours.tfrecord"))
@@ -204,8 +205,7 @@ def main():
     for w, name in ((1, "scalable --num_workers=1"), (2, "scalable --num_workers=2"),
                     (0, "faithful (default)")):
       one = rounds[-1][name]
-      two = run_ours(double, os.path.join(workdir, "x2_%d" % w), args, workdir, w,
-                     "x2_%d" % w)
+      two = run_ours(double, os.path.join(workdir, "x2_%d" % w), args, workdir, w, "x2_%d" % w)
       print("| %s | %d | %d | %s | %s |" % (name, one["instances"], two["instances"],
                                              one["rss_detail"], two["rss_detail"]),
             flush=True)

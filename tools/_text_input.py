@@ -47,6 +47,48 @@ def define_text_input_flags(tool_module: str, output_help: str) -> None:
   _startup.register_key_flags(__name__, tool_module)
 
 
+def define_scalable_flags(tool_module: str, default_shards_help: str) -> None:
+  """``--num_workers``, ``--num_shards``, ``--runner`` and
+  ``--beam_pipeline_options``: the scalable (sharded) mode and where it runs.
+
+  Args:
+    tool_module: the tool's ``__name__``.
+    default_shards_help: what ``--num_workers=0`` means for this tool.
+  """
+  flags.DEFINE_integer("num_workers", 0, default_shards_help)
+  flags.DEFINE_integer("num_shards", None,
+                       "Scalable mode: number of output shards (default: num_workers).")
+  flags.DEFINE_enum("runner", "local", ["local", "beam"],
+                    "Scalable mode: local (a pool of --num_workers processes) or beam "
+                    "(an Apache Beam pipeline, one element per shard, byte-identical "
+                    "shards; pip install \"bert_tf[beam]\").")
+  flags.DEFINE_string("beam_pipeline_options", "",
+                      "With --runner=beam: comma-separated Beam options, e.g. "
+                      "runner=DirectRunner,direct_num_workers=2,direct_running_mode="
+                      "multi_processing or runner=DataflowRunner,project=P,region=R,"
+                      "temp_location=gs://B/tmp (tensorflow-datasets' convention).")
+  _startup.register_key_flags(__name__, tool_module)
+
+
+def check_runner_flags() -> None:
+  """Refuses ``--beam_pipeline_options`` without ``--runner=beam`` and
+  ``--runner=beam`` without the scalable mode, and parses the Beam options
+  (so bad ones fail in one line before any input is read).
+
+  Raises:
+    bert_tf.errors.InputError: one line naming the flag and the fix.
+  """
+  from bert_tf import errors  # pylint: disable=g-import-not-at-top
+  if FLAGS.runner != "beam":
+    if FLAGS.beam_pipeline_options:
+      raise errors.InputError("--beam_pipeline_options needs --runner=beam")
+    return
+  from bert_tf.data.pretraining import beam_runner  # pylint: disable=g-import-not-at-top
+  if FLAGS.num_workers == 0:
+    raise beam_runner.refuse_faithful()
+  beam_runner.parse_pipeline_options(FLAGS.beam_pipeline_options)
+
+
 def check_input_encoding() -> None:
   """Reads every ``--input_file`` once for bytes that are not UTF-8: one
   warning per such file (its first bad line and their count; the readers

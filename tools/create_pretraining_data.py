@@ -19,6 +19,15 @@ with bounded memory, N processes, ``--num_shards`` output files
 algorithm and statistics, different random draws and a windowed choice of
 random-next documents: see ``bert_tf/data/pretraining/sharded.py``.
 
+On Apache Beam (``--runner=beam``, scalable mode only): the same shards,
+byte for byte, made by a Beam pipeline (one element per shard) on any Beam
+runner, with a manifest ``<output_file>.json`` that ``run_pretraining.py
+--input_file`` reads; see ``bert_tf/data/pretraining/beam_runner.py``:
+
+  python tools/create_pretraining_data.py --input_file='corpus/*.txt' \
+    --output_file=out/wiki --vocab_file=vocab.txt --num_workers=2 --num_shards=64 \
+    --runner=beam --beam_pipeline_options=runner=DirectRunner,direct_num_workers=2,direct_running_mode=multi_processing
+
 A progress bar (tqdm) goes to stderr when it is a terminal (``--noprogress``
 turns it off).
 """
@@ -49,10 +58,9 @@ flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
 flags.DEFINE_integer("dupe_factor", 10, "Number of times to duplicate the input data (with different masks).")
 flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
 flags.DEFINE_float("short_seq_prob", 0.1, "Probability of creating sequences shorter than the maximum length.")
-flags.DEFINE_integer("num_workers", 0,
-                     "0: faithful mode (the original's records, one process). N >= 1: "
-                     "scalable mode with N worker processes and sharded outputs.")
-flags.DEFINE_integer("num_shards", None, "Scalable mode: number of output shards (default: num_workers).")
+_text_input.define_scalable_flags(
+    __name__, "0: faithful mode (the original's records, one process). N >= 1: "
+    "scalable mode with N worker processes and sharded outputs.")
 flags.DEFINE_integer("window_tokens", 250000,
                      "Scalable mode: tokens per window of documents (bounds memory; "
                      "random-next segments come from the same window).")
@@ -62,9 +70,10 @@ def main(argv):
   del argv
   start = time.time()
   try:
-    _text_input.check_input_encoding()  # one warning per non-UTF-8 file
     if FLAGS.num_workers < 0:
       raise errors.InputError("--num_workers must be >= 0")
+    _text_input.check_runner_flags()  # bad Beam options: one line, before any reading
+    _text_input.check_input_encoding()  # one warning per non-UTF-8 file
     if FLAGS.num_workers == 0:
       if FLAGS.num_shards is not None:
         raise errors.InputError("--num_shards needs --num_workers >= 1")
@@ -93,6 +102,30 @@ def main(argv):
       if "," in FLAGS.output_file:
         raise errors.InputError(
             "--output_file must be one prefix in scalable mode, got %r" % FLAGS.output_file)
+    if FLAGS.num_workers and FLAGS.runner == "beam":
+      from bert_tf.data.pretraining import beam_runner  # pylint: disable=g-import-not-at-top
+      instance_flags = dict(
+          random_seed=FLAGS.random_seed, max_seq_length=FLAGS.max_seq_length,
+          dupe_factor=FLAGS.dupe_factor, short_seq_prob=FLAGS.short_seq_prob,
+          masked_lm_prob=FLAGS.masked_lm_prob,
+          max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+          window_tokens=FLAGS.window_tokens)
+      stats = beam_runner.run(
+          "instances", documents.expand_input_files(FLAGS.input_file), FLAGS.output_file,
+          FLAGS.vocab_file, FLAGS.num_shards or FLAGS.num_workers,
+          FLAGS.beam_pipeline_options,
+          flags=dict(instance_flags, vocab_file=FLAGS.vocab_file,
+                     do_lower_case=FLAGS.do_lower_case,
+                     preserve_unused_tokens=FLAGS.preserve_unused_tokens,
+                     input_file=FLAGS.input_file),
+          do_lower_case=FLAGS.do_lower_case,
+          preserve_unused_tokens=FLAGS.preserve_unused_tokens, **instance_flags)
+      print("wrote %d instances to %d shards %s and the manifest %s on Beam (%.1fs; "
+            "peak RSS per Beam worker %s MB)" %
+            (stats["num_instances"], len(stats["files"]), ",".join(stats["files"]),
+             stats["manifest"], time.time() - start,
+             "+".join("%.0f" % r for r in stats["worker_peak_rss_mb"]) or "-"))
+    elif FLAGS.num_workers:
       bar = _text_input.ProgressBar("reading input (all shards)", "B")
       stats = sharded.create_sharded(
           documents.expand_input_files(FLAGS.input_file), FLAGS.output_file,

@@ -5,7 +5,10 @@
 # pyproject.toml). Idempotent: fast when up to date.
 #   bash tools/setup.sh          runtime requirements
 #   bash tools/setup.sh --test   also the test references (CPU torch, transformers, bert-tensorflow,
-#                                the official SQuAD evaluation from tf-models-official)
+#                                the official SQuAD evaluation from tf-models-official) and
+#                                apache-beam (--runner=beam; pyproject's [beam] extra)
+# The stamp below hashes requirements.txt, the chosen requirements file and
+# pyproject.toml: a changed pin (apache-beam, protobuf) reinstalls.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3.11}

@@ -14,14 +14,60 @@ TF-free: worker processes load it.
 """
 
 import glob
+import importlib
+import json
+import os
+import re
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 from bert_tf import errors
 
 InputError = errors.InputError
 
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+MANIFEST_FORMAT = "bert_tf.shards/1"
+"""The ``format`` of a shard manifest (``<output_file>.json``, written by
+:mod:`bert_tf.data.pretraining.beam_runner`)."""
 
-def expand_input_files(input_file: str, directory_order: bool = False) -> List[str]:
+
+def is_remote(path: str) -> bool:
+  """``gs://``, ``s3://``, ``hdfs://``, ``file://`` ...: a path for ``tf.io.gfile``."""
+  return bool(_SCHEME.match(path))
+
+
+def gfile():
+  """``tf.io.gfile``, loaded by name (this module stays TF-free for local paths).
+
+  Raises:
+    InputError: TensorFlow is not installed (it reads URL-style paths).
+  """
+  try:
+    return importlib.import_module("tensorflow").io.gfile
+  except ImportError as e:
+    raise InputError("URL-style paths (gs://...) are read with tf.io.gfile, "
+                     "which needs tensorflow: %s" % e) from None
+
+
+def manifest_files(path: str) -> Optional[List[str]]:
+  """The shard paths a manifest (``<output_file>.json``) lists, or None if
+  ``path`` is not one. Relative shard names are relative to the manifest's
+  folder."""
+  if not path.endswith(".json"):
+    return None
+  try:
+    with (gfile().GFile(path, "rb") if is_remote(path) else open(path, "rb")) as f:
+      data = json.loads(f.read().decode("utf-8"))
+  except (OSError, ValueError):
+    return None
+  if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT:
+    return None
+  base = path.rsplit("/", 1)[0] if "/" in path else "."
+  return [s if (is_remote(s) or os.path.isabs(s)) else base + "/" + s
+          for s in data["shards"]]
+
+
+def expand_input_files(input_file: str, directory_order: bool = False,
+                       manifests: bool = True) -> List[str]:
   """Comma-separated globs -> list of paths, patterns in order.
 
   Args:
@@ -32,6 +78,13 @@ def expand_input_files(input_file: str, directory_order: bool = False) -> List[s
       decides the document order and so every record. Name the files
       explicitly, comma-separated, for an order that does not depend on the
       file system.
+    manifests: a match that is a shard manifest (``<output_file>.json``,
+      format :data:`MANIFEST_FORMAT`) stands for its shards, so every
+      reader of records (``run_pretraining.py --input_file``) takes one.
+
+  URL-style patterns (``gs://bucket/wiki-*.txt``) are globbed with
+  ``tf.io.gfile`` (sorted); local ones with :func:`glob.glob`, so local
+  input never loads TensorFlow.
 
   Returns:
     list of paths.
@@ -45,12 +98,20 @@ def expand_input_files(input_file: str, directory_order: bool = False) -> List[s
     pattern = pattern.strip()
     if not pattern:
       continue
-    matches = glob.glob(pattern)
-    if not directory_order:
-      matches.sort()
+    if is_remote(pattern):
+      try:
+        matches = sorted(gfile().glob(pattern))
+      except Exception as e:  # pylint: disable=broad-except
+        raise InputError("--input_file: %r: %s" % (pattern, e)) from None
+    else:
+      matches = glob.glob(pattern)
+      if not directory_order:
+        matches.sort()
     if not matches:
       raise InputError("--input_file: %r matches no file" % pattern)
-    files.extend(matches)
+    for m in matches:
+      listed = manifest_files(m) if manifests else None
+      files.extend(listed if listed is not None else [m])
   if not files:
     raise InputError("--input_file is empty")
   return files
@@ -68,15 +129,15 @@ def read_lines(path: str, block_size: int = 1 << 20) -> Iterator[str]:
     InputError: the file cannot be read (names it).
   """
   try:
-    f = open(path, "rb")  # pylint: disable=consider-using-with
-  except OSError as e:
+    f = gfile().GFile(path, "rb") if is_remote(path) else open(path, "rb")  # pylint: disable=consider-using-with
+  except Exception as e:  # pylint: disable=broad-except  (OSError; tf's NotFoundError)
     raise InputError("cannot read input file %r: %s" % (path, e)) from e
   with f:
     rest = b""
     while True:
       try:
         block = f.read(block_size)
-      except OSError as e:
+      except Exception as e:  # pylint: disable=broad-except  (OSError; tf's OpError)
         raise InputError("cannot read input file %r: %s" % (path, e)) from e
       if not block:
         break

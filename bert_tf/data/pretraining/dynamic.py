@@ -107,15 +107,10 @@ def _document_spec():
 
 
 def document_to_example(document: List[List[int]]) -> bytes:
-  """One document (list of id lists) -> serialized ``tf.train.Example`` (bytes).
-
-  Features (:data:`bert_tf.data.pretraining.records.DOCUMENT_FEATURES`):
-  int64 ``token_ids`` (every sentence's ids concatenated) and
-  ``sentence_lengths`` (one per sentence).
-  """
-  return records.encode_int64_example({
-      "token_ids": [t for sentence in document for t in sentence],
-      "sentence_lengths": [len(s) for s in document]})
+  """One document (list of id lists) -> serialized ``tf.train.Example`` (bytes):
+  :func:`bert_tf.data.pretraining.records.encode_document` (int64
+  ``token_ids``, ``sentence_lengths``)."""
+  return records.encode_document(document)
 
 
 def write_documents(input_file: str, output_file: str, vocab_file: str,

@@ -62,7 +62,8 @@ def pretraining_dataset(input_file: str, batch_size: int, max_seq_length: int,
   """Batches of pretraining features from original-format TFRecords.
 
   Args:
-    input_file: comma-separated globs of TFRecord files.
+    input_file: comma-separated globs of TFRecord files; a shard manifest
+      (``<output_file>.json``, the Beam runner's) stands for its shards.
     batch_size: batch size of this input pipeline (examples).
     max_seq_length, max_predictions_per_seq: the widths the records were
       written with.

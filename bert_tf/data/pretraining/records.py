@@ -281,8 +281,40 @@ class RecordEncoder:
     return b"\x0a" + self._len(len(features)) + features
 
 
+def encode_document(document: Sequence[Sequence[int]]) -> bytes:
+  """One tokenized document (list of id lists) -> serialized ``tf.train.Example``.
+
+  Features (:data:`DOCUMENT_FEATURES`): int64 ``token_ids`` (every
+  sentence's ids concatenated) and ``sentence_lengths`` (one per sentence).
+  """
+  return encode_int64_example({
+      "token_ids": [t for sentence in document for t in sentence],
+      "sentence_lengths": [len(s) for s in document]})
+
+
 # ---------------------------------------------------------------------------
 # TFRecord files
+
+
+def count_tfrecords(path: str) -> int:
+  """Records in a local TFRecord file, by its length headers (CRCs unchecked).
+
+  Raises:
+    RecordError: the file ends inside a record (a partial file).
+  """
+  n, size = 0, os.path.getsize(path)
+  with open(path, "rb") as f:
+    pos = 0
+    while pos < size:
+      header = f.read(12)
+      if len(header) < 12:
+        raise RecordError("%s: ends inside a record header" % path)
+      pos += 12 + struct.unpack("<Q", header[:8])[0] + 4
+      if pos > size:
+        raise RecordError("%s: ends inside record %d" % (path, n))
+      f.seek(pos)
+      n += 1
+  return n
 
 
 def _load_crc32c():

@@ -64,7 +64,7 @@ import os
 import queue as queue_lib
 import random
 import sys
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -356,33 +356,97 @@ def peak_rss_mb() -> float:
   return kb / 1024.0 if sys.platform != "darwin" else kb / 2.0 ** 20
 
 
-def _write_shard(input_files, tok, encoder, shard, num_shards, path, params,
-                 on_bytes=None):
+def write_shard(input_files: Sequence[str], tok: tokens_lib.MemoTokenizer,
+                encoder: records_lib.RecordEncoder, shard: int, num_shards: int,
+                path: str, params: dict,
+                on_bytes: Optional[Callable[[int], None]] = None) -> Tuple[str, int]:
   """Makes and writes one shard to a temporary file; returns ``(tmp, count)``.
 
-  ``tok`` (a MemoTokenizer) and ``encoder`` (a RecordEncoder) are built once
-  by :func:`create_sharded` and shared by the shards.
+  The one per-shard function of the scalable modes: the local worker pool
+  (:func:`create_sharded`) and the Beam pipeline
+  (:mod:`bert_tf.data.pretraining.beam_runner`) both call it, so a shard's
+  bytes depend only on the inputs, ``shard``, ``num_shards`` and ``params``.
+
+  Args:
+    input_files: paths (local or ``tf.io.gfile`` URLs), read in order.
+    tok, encoder: from :func:`prepare` (built once, shared by the shards).
+    shard, num_shards: document ``k`` belongs to shard ``k % num_shards``.
+    path: the shard's final name; the temporary file is its sibling.
+    params: ``kind`` (``"instances"``: masked-LM/NSP records, the default;
+      ``"documents"``: one record of token ids per document, as
+      ``create_pretraining_documents.py``), and for instances ``window_tokens``
+      and :class:`ShardMaker`'s keyword arguments.
+    on_bytes: optional progress callable ``(n)``: ``n`` more input bytes read.
+
+  Returns:
+    ``(temporary path, records written)``; the caller renames it to ``path``.
+
+  Raises:
+    InputError: an input file cannot be read. No temporary file is left.
   """
-  window_tokens = params.pop("window_tokens")
-  maker = ShardMaker(tok.vocab, shard=shard, encoder=encoder, **params)
+  params = dict(params)
+  kind = params.pop("kind", "instances")
+  window_tokens = params.pop("window_tokens", None)
+  maker = (None if kind == "documents" else
+           ShardMaker(tok.vocab, shard=shard, encoder=encoder, **params))
   writer = records_lib.TFRecordWriter(path)
   try:
-    window, size = [], 0
-    for doc in documents_lib.iter_documents(input_files, tok.tokenize_to_ids,
-                                            shard=(shard, num_shards),
-                                            on_bytes=on_bytes):
-      window.append(doc)
-      size += sum(len(s) for s in doc)
-      if size >= window_tokens:
+    docs = documents_lib.iter_documents(input_files, tok.tokenize_to_ids,
+                                        shard=(shard, num_shards), on_bytes=on_bytes)
+    if maker is None:
+      for doc in docs:
+        writer.write(records_lib.encode_document(doc))
+    else:
+      window, size = [], 0
+      for doc in docs:
+        window.append(doc)
+        size += sum(len(s) for s in doc)
+        if size >= window_tokens:
+          writer.write_many(maker.window_records(window))
+          window, size = [], 0
+      if window:
         writer.write_many(maker.window_records(window))
-        window, size = [], 0
-    if window:
-      writer.write_many(maker.window_records(window))
     writer.commit_to_temp()
   except BaseException:
     writer.abort()
     raise
   return writer.tmp_path, writer.count
+
+
+def prepare(vocab_file: str, do_lower_case: bool = True, max_seq_length: int = 128,
+            max_predictions_per_seq: int = 20, preserve_unused_tokens: bool = False,
+            max_cache_words: int = 500_000
+            ) -> Tuple[tokens_lib.MemoTokenizer, records_lib.RecordEncoder]:
+  """The tokenizer and record encoder every shard of one run shares.
+
+  Raises:
+    tokenization.VocabError: a bad vocab (or one without ``[UNK] [CLS]
+      [SEP] [MASK]``).
+    InputError: vocab ids above 2**21.
+  """
+  full = tokenization.FullTokenizer(vocab_file, do_lower_case,
+                                    preserve_unused_tokens=preserve_unused_tokens)
+  tokenization.check_vocab(full.vocab, vocab_file)  # masking needs [MASK]
+  tok = tokens_lib.MemoTokenizer(full, max_cache_words=max_cache_words)
+  max_id = _max_vocab_id(tok.vocab, vocab_file)
+  return tok, records_lib.RecordEncoder(max_id, max_seq_length, max_predictions_per_seq)
+
+
+def shard_params(kind: str = "instances", random_seed: int = 12345,
+                 max_seq_length: int = 128, dupe_factor: int = 10,
+                 short_seq_prob: float = 0.1, masked_lm_prob: float = 0.15,
+                 max_predictions_per_seq: int = 20, window_tokens: int = 250_000) -> dict:
+  """The ``params`` of :func:`write_shard` for ``kind`` (documents take none
+  of the instance flags): a dict of plain values (picklable, JSON-able)."""
+  if kind == "documents":
+    return dict(kind="documents")
+  if kind != "instances":
+    raise InputError("unknown shard kind %r" % kind)
+  return dict(kind="instances", random_seed=random_seed, max_seq_length=max_seq_length,
+              dupe_factor=dupe_factor, short_seq_prob=short_seq_prob,
+              masked_lm_prob=masked_lm_prob,
+              max_predictions_per_seq=max_predictions_per_seq,
+              window_tokens=window_tokens)
 
 
 # Per worker process: (tokenizer, encoder, progress queue), set by _init_worker.
@@ -403,8 +467,8 @@ def _run_task(input_files, shards, num_shards, paths, params):
   written = []
   try:
     for s in shards:
-      tmp, count = _write_shard(input_files, _WORKER["tok"], _WORKER["encoder"], s,
-                                num_shards, paths[s], dict(params), progress_queue.put)
+      tmp, count = write_shard(input_files, _WORKER["tok"], _WORKER["encoder"], s,
+                               num_shards, paths[s], params, progress_queue.put)
       written.append((s, tmp, count))
   except Exception as e:  # pylint: disable=broad-except
     for _, tmp, _ in written:
@@ -428,7 +492,7 @@ def create_sharded(input_files: Sequence[str], output_file: str, vocab_file: str
                    short_seq_prob: float = 0.1, masked_lm_prob: float = 0.15,
                    max_predictions_per_seq: int = 20, window_tokens: int = 250_000,
                    progress: Optional[Callable[[int, int], None]] = None,
-                   preserve_unused_tokens: bool = False) -> dict:
+                   preserve_unused_tokens: bool = False, kind: str = "instances") -> dict:
   """Sharded mode: writes ``num_shards`` TFRecord shards with ``num_workers`` processes.
 
   Args:
@@ -442,10 +506,14 @@ def create_sharded(input_files: Sequence[str], output_file: str, vocab_file: str
     progress: optional callable ``(bytes_done, bytes_total)``.
     preserve_unused_tokens: the original's ``--preserve_unused_tokens``
       (vocab entries ``[unusedN]`` in the text stay whole tokens).
+    kind: ``"instances"`` (masked-LM/NSP records) or ``"documents"`` (one
+      record of token ids per document: ``create_pretraining_documents.py
+      --num_workers``; the instance flags are unused).
     Other args: as the original's flags.
 
   Returns:
-    dict: ``files`` (list), ``counts`` (records per shard), ``num_instances``,
+    dict: ``files`` (list), ``counts`` (records per shard), ``num_instances``
+    (records in all, documents for ``kind="documents"``),
     ``worker_peak_rss_mb`` (list, MiB, one per worker), ``peak_rss_mb``
     (this process).
 
@@ -475,21 +543,17 @@ def create_sharded(input_files: Sequence[str], output_file: str, vocab_file: str
   if window_tokens < 1:
     raise InputError("--window_tokens must be >= 1")
   # Vocab errors surface here, in this process; the workers share the result.
-  full = tokenization.FullTokenizer(vocab_file, do_lower_case,
-                                    preserve_unused_tokens=preserve_unused_tokens)
-  tokenization.check_vocab(full.vocab, vocab_file)  # masking needs [MASK]
-  tok = tokens_lib.MemoTokenizer(full, max_cache_words=500_000)
-  max_id = _max_vocab_id(tok.vocab, vocab_file)
-  encoder = records_lib.RecordEncoder(max_id, max_seq_length, max_predictions_per_seq)
+  tok, encoder = prepare(vocab_file, do_lower_case, max_seq_length,
+                         max_predictions_per_seq, preserve_unused_tokens)
   for p in input_files:
     if not os.access(p, os.R_OK):
       raise InputError("cannot read input file %r" % p)
   paths = shard_paths(output_file, num_shards)
-  params = dict(random_seed=random_seed, max_seq_length=max_seq_length,
-                dupe_factor=dupe_factor, short_seq_prob=short_seq_prob,
-                masked_lm_prob=masked_lm_prob,
-                max_predictions_per_seq=max_predictions_per_seq,
-                window_tokens=window_tokens)
+  params = shard_params(kind, random_seed=random_seed, max_seq_length=max_seq_length,
+                        dupe_factor=dupe_factor, short_seq_prob=short_seq_prob,
+                        masked_lm_prob=masked_lm_prob,
+                        max_predictions_per_seq=max_predictions_per_seq,
+                        window_tokens=window_tokens)
   total_bytes = sum(os.path.getsize(p) for p in input_files) * num_shards
   num_workers = min(num_workers, num_shards)
   ctx = multiprocessing.get_context(_start_method())

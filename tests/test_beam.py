@@ -226,6 +226,13 @@ def test_faithful_mode_glob_and_output_refused_in_one_line(corpus, tmp_path):
                  check=False)
     _refused(p, "--output_file: cannot write to")
   assert sorted(os.listdir(tmp_path)) == ["a_file"]
+  # An unfinished run with other flags owns that output: refused, left as it was.
+  (tmp_path / "o").mkdir()
+  (tmp_path / "o" / "out.json.partial").write_text('{"flags": "other"}\n')
+  p = run_tool([DATA_TOOL, "--input_file=%s" % (corpus / "part*.txt"),
+                "--output_file=" + out, "--num_workers=2"] + base, check=False)
+  _refused(p, "an unfinished run with other flags")
+  assert os.listdir(tmp_path / "o") == ["out.json.partial"]
 
 
 def test_without_beam_one_line_names_the_install_command(corpus, tmp_path):

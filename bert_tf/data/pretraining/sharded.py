@@ -54,7 +54,11 @@ set of shards each). TF-free: workers are forked when TensorFlow is not
 loaded.
 
 Output files are written under temporary names and renamed only when every
-shard is complete.
+shard is complete. :func:`write_shard` is the one per-shard function: the
+local pool here and the Beam pipeline
+(:mod:`bert_tf.data.pretraining.beam_runner`, ``--runner=beam``) both call
+it, so their shards are byte-identical; ``kind="documents"`` makes the
+tokenized-document shards of ``create_pretraining_documents.py --num_workers``.
 """
 
 

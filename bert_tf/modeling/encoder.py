@@ -110,7 +110,8 @@ class BertEncoder(keras.layers.Layer):
       ConfigError: no config found, or an invalid one.
     """
     kwargs.setdefault("name", "bert")
-    return presets.load(preset, "encoder", lambda c: cls(c, **kwargs), config)
+    return presets.get_preset_loader(preset).build(lambda c: cls(c, **kwargs),
+                                                   presets.ENCODER, config)
 
   @property
   def layers(self) -> list:

@@ -16,9 +16,35 @@ from bert_tf import checkpoints
 from bert_tf import config as config_lib
 from bert_tf import errors
 from bert_tf import preprocessing
+from bert_tf import run_dir
 from bert_tf.modeling import encoder as encoder_lib
 from bert_tf.modeling import layers as bert_layers
 from bert_tf.modeling import presets
+
+
+def _classifier_tf1_variables(model) -> list:
+  """The encoder's and the original ``run_classifier.py`` head's TF1 names."""
+  return checkpoints.encoder_variables(model.encoder) + [
+      ("output_weights", model.classifier.output_weights),
+      ("output_bias", model.classifier.output_bias)]
+
+
+def _load_hf_pretraining_heads(model, model_dir: str) -> None:
+  checkpoints.load_hf_pretraining_heads(checkpoints.pretrainer_variables(model), model_dir)
+
+
+# What each model class's from_preset reads beyond the encoder, per source
+# (see presets.Task): the original names of the heads, their Hugging Face
+# loaders, where the number of labels is recorded.
+PRETRAINER_TASK = presets.Task(
+    "pretrainer", tf1_variables=checkpoints.pretrainer_variables,
+    load_hf_head=_load_hf_pretraining_heads)
+CLASSIFIER_TASK = presets.Task(
+    "classifier", run_config=run_dir.CLASSIFIER_CONFIG,
+    tf1_variables=_classifier_tf1_variables, tf1_num_labels="output_weights")
+QUESTION_ANSWERER_TASK = presets.Task(
+    "question_answerer", load_tf1_head=checkpoints.load_tf1_squad_head,
+    hf_optional=("bert/pooler/",), load_hf_head=checkpoints.load_hf_squad_head)
 
 
 def gather_indexes(sequence_tensor, positions):
@@ -497,8 +523,8 @@ class BertPretrainer(keras.Model):
     Raises:
       CheckpointError, ConfigError: as :meth:`BertEncoder.from_preset`.
     """
-    return presets.load(preset, "pretrainer",
-                        lambda c: cls(c, nsp=nsp, **kwargs), config)
+    return presets.get_preset_loader(preset).build(
+        lambda c: cls(c, nsp=nsp, **kwargs), PRETRAINER_TASK, config)
 
   def call(self, inputs, training=False):
     # Only [CLS] (the pooler) and the masked positions of the last layer are
@@ -612,7 +638,7 @@ class BertClassifier(TextInputsMixin, keras.Model):
         one's), else raises.
       config: the BertConfig when no ``bert_config.json`` sits beside
         ``preset``.
-      preprocessor: True: the preset's own (:func:`presets.preprocessor_for`:
+      preprocessor: True: the preset's own (:meth:`presets.PresetLoader.preprocessor`:
         its vocab, case and length); a ``BertPreprocessor``; None: ids only.
       **kwargs: model keyword arguments (``name``, ``dtype``).
 
@@ -624,15 +650,16 @@ class BertClassifier(TextInputsMixin, keras.Model):
       CheckpointError: as :meth:`BertEncoder.from_preset`.
       VocabError: ``preprocessor=True`` and the preset has no vocab.
     """
+    loader = presets.get_preset_loader(preset)
     if num_labels is None:
-      num_labels = presets.run_num_labels(preset)
+      num_labels = loader.num_labels(CLASSIFIER_TASK)
       if num_labels is None:
         raise errors.ConfigError(
             "BertClassifier.from_preset(%r): pass num_labels (the preset is "
             "not a fine-tuned classifier)" % preset, argument="num_labels")
-    pre = presets.preprocessor_for(preset, preprocessor)
-    return presets.load(preset, "classifier",
-                        lambda c: cls(c, num_labels, preprocessor=pre, **kwargs), config)
+    pre = loader.preprocessor(preprocessor)
+    return loader.build(lambda c: cls(c, num_labels, preprocessor=pre, **kwargs),
+                        CLASSIFIER_TASK, config)
 
   def text_features(self, x) -> dict:
     """Text -> ids as :class:`BertClassifier`'s call args say (export's
@@ -753,7 +780,7 @@ class BertQuestionAnswerer(TextInputsMixin, keras.Model):
       preset: a path, see :meth:`BertEncoder.from_preset`.
       config: the BertConfig when no ``bert_config.json`` sits beside
         ``preset``.
-      preprocessor: True: the preset's own (:func:`presets.preprocessor_for`);
+      preprocessor: True: the preset's own (:meth:`presets.PresetLoader.preprocessor`);
         a ``BertPreprocessor``; None: ids only.
       **kwargs: model keyword arguments (``name``, ``dtype``,
         ``max_query_length``).
@@ -766,19 +793,9 @@ class BertQuestionAnswerer(TextInputsMixin, keras.Model):
         fit the config, or only one of the two head weights present.
       ConfigError: no config found, or an invalid one.
     """
-    kwargs["preprocessor"] = presets.preprocessor_for(preset, preprocessor)
-    kind, path, _ = presets.resolve(preset)
-    if kind == "hf":
-      cfg = (config_lib.as_bert_config(config) if config is not None
-             else checkpoints.read_hf_config(path))
-      model = cls(cfg, **kwargs)
-      checkpoints.load_question_answerer_weights(model, path)
-      return model
-    model = presets.load(preset, "question_answerer",
-                         lambda c: cls(c, **kwargs), config)
-    if kind == "ckpt" and checkpoints.is_tf1_checkpoint(path):
-      checkpoints.load_tf1_squad_head(model, path)
-    return model
+    loader = presets.get_preset_loader(preset)
+    kwargs["preprocessor"] = loader.preprocessor(preprocessor)
+    return loader.build(lambda c: cls(c, **kwargs), QUESTION_ANSWERER_TASK, config)
 
   def text_features(self, x) -> dict:
     """``(question, context)`` -> the one window's ids [B, S] (see the call args)."""

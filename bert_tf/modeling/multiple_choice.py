@@ -125,7 +125,7 @@ class BertMultipleChoice(models.TextInputsMixin, keras.Model):
       preset: a path, see :meth:`BertEncoder.from_preset`.
       config: the BertConfig when no config sits beside ``preset``.
       preprocessor: True: the preset's own
-        (:func:`bert_tf.modeling.presets.preprocessor_for`); a
+        (:meth:`bert_tf.modeling.presets.PresetLoader.preprocessor`); a
         ``BertPreprocessor``; None: ids only.
       **kwargs: model keyword arguments (``name``, ``dtype``).
 
@@ -137,15 +137,9 @@ class BertMultipleChoice(models.TextInputsMixin, keras.Model):
         fit the config, or only one of the two head weights present.
       ConfigError: no config found, or an invalid one.
     """
-    kwargs["preprocessor"] = presets.preprocessor_for(preset, preprocessor)
-    kind, path, _ = presets.resolve(preset)
-    if kind == "hf":
-      cfg = (config_lib.as_bert_config(config) if config is not None
-             else checkpoints.read_hf_config(path))
-      model = cls(cfg, **kwargs)
-      load_multiple_choice_weights(model, path, source="from_preset(%r)" % preset)
-      return model
-    return presets.load(preset, "multiple_choice", lambda c: cls(c, **kwargs), config)
+    loader = presets.get_preset_loader(preset)
+    kwargs["preprocessor"] = loader.preprocessor(preprocessor)
+    return loader.build(lambda c: cls(c, **kwargs), MULTIPLE_CHOICE_TASK, config)
 
   def text_features(self, x) -> dict:
     """``(context [B], endings [B, N])`` -> ids [B, N, S] (:func:`choice_features`)."""
@@ -252,6 +246,12 @@ def load_hf_multiple_choice_head(model: BertMultipleChoice, model_dir: str) -> b
   for name, value in found.items():
     getattr(head, name).assign(value)
   return True
+
+
+# What from_preset reads beyond the encoder (see presets.Task): the head of a
+# Hugging Face BertForMultipleChoice; the score reads the pooler.
+MULTIPLE_CHOICE_TASK = presets.Task("multiple_choice",
+                                    load_hf_head=load_hf_multiple_choice_head)
 
 
 def load_multiple_choice_weights(model: BertMultipleChoice, init_checkpoint: str,

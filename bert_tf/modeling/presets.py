@@ -1,24 +1,39 @@
 """``from_preset``: a bert_tf model built and loaded from a directory or file.
 
-keras-hub's habit (``keras_hub.models.BertBackbone.from_preset``), over the
-formats that :mod:`bert_tf.checkpoints` reads:
+keras-hub's shape (``keras_hub/src/utils/preset_utils.py``:
+``get_preset_loader`` -> ``KerasPresetLoader`` / ``TransformersPresetLoader``;
+``Task.from_preset`` calls it once): one :class:`PresetLoader` class per
+source, over the formats that :mod:`bert_tf.checkpoints` reads, tried in the
+order of :data:`LOADERS`:
 
-* a Hugging Face BERT directory (``config.json`` + ``model.safetensors``);
-* an original google-research/bert directory (``bert_config.json`` +
-  ``bert_model.ckpt.*``) or TF1 checkpoint prefix (also a fine-tuned
-  ``model.ckpt-N``: its ``output_weights``/``output_bias`` head is loaded);
-* one of ours: a run directory (``bert_config.json`` + object checkpoints;
-  ``best/`` is preferred when it holds one) or a checkpoint prefix;
-* a ``.keras`` file written by ``model.save``.
+* :class:`KerasFileLoader`: a ``.keras`` file written by ``model.save``;
+* :class:`HuggingFaceLoader`: a Hugging Face BERT directory (``config.json``
+  + ``model.safetensors``);
+* :class:`Tf1Loader`: an original google-research/bert directory
+  (``bert_config.json`` + ``bert_model.ckpt.*``) or TF1 checkpoint prefix
+  (also a fine-tuned ``model.ckpt-N``: its ``output_weights``/``output_bias``
+  head is loaded);
+* :class:`RunDirLoader`: one of ours: a run directory (``bert_config.json``
+  + object checkpoints; ``best/`` is preferred when it holds one,
+  :func:`bert_tf.run_dir.model_checkpoint`) or a checkpoint prefix.
 
-The model classes call :func:`load` with a factory; this module never
-imports them (``encoder.py`` and ``models.py`` import it).
+A model class's ``from_preset`` calls :func:`get_preset_loader` once and
+asks the loader for the config, the preprocessor (vocab, case, length), the
+number of labels and the weights; what differs between model classes (which
+head, under which names in each source) is a :class:`Task` that the model
+module declares. This module never imports the model modules (``encoder.py``
+and ``models.py`` import it).
+
+Adding a source (the Hugging Face cache, ``tf_model.h5``) is one
+:class:`PresetLoader` subclass with ``can_load``, ``config`` and
+``load_into``, and one line in :data:`LOADERS`.
 """
 
+import dataclasses
 import json
 import os
 import zipfile
-from typing import Callable, Optional
+from typing import Any, Callable, List, Optional, Tuple
 
 import keras
 import tensorflow as tf
@@ -27,17 +42,17 @@ from bert_tf import checkpoints
 from bert_tf import config as config_lib
 from bert_tf import errors
 from bert_tf import preprocessing
+from bert_tf import run_dir
 
-# Written by run_classifier beside its checkpoints (labels, task).
-CLASSIFIER_RUN_CONFIG = "classifier_config.json"
-BEST_DIR = "best"
-# Every fine-tuning tool's settings file (do_lower_case, max_seq_length, ...).
-RUN_CONFIGS = (CLASSIFIER_RUN_CONFIG, "ner_config.json", "squad_config.json",
-               "swag_config.json")
 # from_preset(..., preprocessor=True) without a recorded length: the
 # original run_classifier's --max_seq_length default (capped at the model's
 # max_position_embeddings).
 DEFAULT_MAX_SEQ_LENGTH = 128
+# The prefix google-research/bert's released directories hold.
+ORIGINAL_CHECKPOINT = "bert_model.ckpt"
+# Names of a TF1 checkpoint that a model may lack (the pretraining heads, a
+# fine-tuned classifier's output layer) when reading only its encoder.
+TF1_ALLOW_MISSING = ("cls/", "output_")
 
 
 def encoder_of(model):
@@ -45,70 +60,69 @@ def encoder_of(model):
   return model if hasattr(model, "blocks") else model.encoder
 
 
-def _is_prefix(path):
+def _encoder_names(model) -> list:
+  return checkpoints.encoder_variables(encoder_of(model))
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+  """What a model class adds to the encoder, as each source names it.
+
+  Loaders read it; model modules declare one per class (``models.py``,
+  ``tagging.py``, ``multiple_choice.py``), so that a loader never imports
+  them and a model class never branches on the source.
+
+  Attributes:
+    name: ``"encoder"``, ``"pretrainer"``, ``"classifier"``, ... (an
+      encoder restores only the encoder from our checkpoints; every other
+      task tries the whole model first, then the encoder).
+    run_config: our settings file whose ``labels`` (``is_regression``: 1)
+      give the number of labels (``classifier_config.json``), or None.
+    tf1_variables: ``model -> [(TF1 name, variable)]`` read from an original
+      checkpoint (default: the encoder's).
+    tf1_num_labels: a TF1 variable [N, H] whose N is the number of labels
+      (``"output_weights"``), or None.
+    load_tf1_head: ``(model, prefix) -> Any`` run after ``tf1_variables``
+      (the original ``run_squad.py`` head), or None.
+    hf_optional: Hugging Face names the encoder may lack (``"bert/pooler/"``
+      for heads that do not read it).
+    load_hf_head: ``(model, directory) -> bool`` loading the Hugging Face
+      head when the directory has it, or None.
+    hf_num_labels: a Hugging Face tensor [L] whose L is the number of labels
+      (``"classifier.bias"``), or None.
+  """
+  name: str
+  run_config: Optional[str] = None
+  tf1_variables: Callable[[Any], list] = _encoder_names
+  tf1_num_labels: Optional[str] = None
+  load_tf1_head: Optional[Callable[[Any, str], Any]] = None
+  hf_optional: Tuple[str, ...] = ()
+  load_hf_head: Optional[Callable[[Any, str], Any]] = None
+  hf_num_labels: Optional[str] = None
+
+
+ENCODER = Task("encoder")
+
+
+def _is_prefix(path: str) -> bool:
   return bool(tf.io.gfile.glob(path + ".index"))
 
 
-def resolve(preset: str):
-  """Finds what a preset path holds.
-
-  Args:
-    preset: see the module docstring.
-
-  Returns:
-    ``(kind, checkpoint, run_dir)``: kind ``"keras"``, ``"hf"`` or
-    ``"ckpt"``; the file / directory / checkpoint prefix to read; the
-    directory where ``bert_config.json`` and ``classifier_config.json`` are
-    looked for (None for ``keras``/``hf``).
-
-  Raises:
-    CheckpointError: nothing loadable at ``preset``.
-  """
-  preset = os.fspath(preset)
-  if preset.endswith(".keras") and os.path.isfile(preset):
-    return "keras", preset, None
-  if checkpoints.is_hf_dir(preset):
-    return "hf", preset, None
-  if os.path.isdir(preset):
-    best = os.path.join(preset, BEST_DIR)
-    latest = tf.train.latest_checkpoint(best) if os.path.isdir(best) else None
-    if latest is None and _is_prefix(os.path.join(preset, "bert_model.ckpt")):
-      latest = os.path.join(preset, "bert_model.ckpt")
-    if latest is None:
-      latest = tf.train.latest_checkpoint(preset)
-    if latest is None:
-      raise errors.CheckpointError(
-          "from_preset: %r holds no model: expected a Hugging Face directory "
-          "(config.json + model.safetensors), bert_config.json + "
-          "bert_model.ckpt, or bert_config.json + our checkpoints" % preset,
-          argument="preset")
-    return "ckpt", latest, preset
-  if _is_prefix(preset):
-    d = os.path.dirname(os.path.abspath(preset))
-    if (not os.path.exists(os.path.join(d, "bert_config.json")) and
-        os.path.basename(d) == BEST_DIR):
-      d = os.path.dirname(d)
-    return "ckpt", preset, d
-  raise errors.CheckpointError("from_preset: %r does not exist" % preset,
-                               argument="preset")
-
-
-def read_config(run_dir: Optional[str], preset: str) -> config_lib.BertConfig:
-  """``run_dir/bert_config.json`` as a :class:`BertConfig`.
-
-  Raises:
-    ConfigError: missing (pass ``config=``) or invalid.
-  """
-  path = os.path.join(run_dir or "", "bert_config.json")
+def _read_json(path: str) -> Optional[dict]:
   if not os.path.exists(path):
-    raise errors.ConfigError(
-        "from_preset: no bert_config.json beside %r; pass config=" % preset,
-        argument="config")
-  return config_lib.BertConfig.from_json_file(path)
+    return None
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
 
 
 def load_keras_file(path: str) -> keras.Model:
   """``keras.models.load_model(path, compile=False)`` with bad files named.
+
+  Args:
+    path: a ``.keras`` file.
+
+  Returns:
+    the bert_tf model it holds (an encoder or a model with an ``encoder``).
 
   Raises:
     CheckpointError: ``path`` is not a readable ``.keras`` archive (corrupt,
@@ -130,30 +144,6 @@ def load_keras_file(path: str) -> keras.Model:
   return model
 
 
-def run_num_labels(preset: str) -> Optional[int]:
-  """Number of classes a preset was fine-tuned for, or None if unknown.
-
-  Read from a ``.keras`` classifier, ``classifier_config.json`` (ours: 1 for
-  regression) or a TF1 checkpoint's ``output_weights`` [N, H].
-  """
-  kind, path, run_dir = resolve(preset)
-  if kind == "keras":
-    model = load_keras_file(path)
-    return getattr(model, "num_labels", None)
-  if kind != "ckpt":
-    return None
-  rc = os.path.join(run_dir, CLASSIFIER_RUN_CONFIG)
-  if os.path.exists(rc):
-    with open(rc, encoding="utf-8") as f:
-      d = json.load(f)
-    if d.get("is_regression"):
-      return 1
-    if d.get("labels"):
-      return len(d["labels"])
-  shape = checkpoints.tf1_variable_names(path).get("output_weights")
-  return int(shape[0]) if shape else None
-
-
 def _copy(pairs_to, pairs_from, source):
   """Assigns named variables ``pairs_from`` into ``pairs_to`` (same names)."""
   src = dict(pairs_from)
@@ -167,27 +157,208 @@ def _copy(pairs_to, pairs_from, source):
     var.assign(src[name])
 
 
-def load(preset: str, what: str, factory: Callable, config=None):
-  """Builds a model with ``factory(config)`` and loads ``preset`` into it.
+class PresetLoader:
+  """One preset source: what a preset records and how its weights load.
+
+  Built by :func:`get_preset_loader` once per ``from_preset`` call; caches
+  what it reads (a ``.keras`` file is loaded at most once). A subclass
+  implements :meth:`can_load`, :meth:`config` and :meth:`load_into`; the
+  rest have defaults (no vocab, lower-casing, 128 tokens, labels unknown).
 
   Args:
-    preset: a path (see the module docstring).
-    what: ``"encoder"``, ``"pretrainer"`` or ``"classifier"``.
-    factory: ``BertConfig -> model`` whose weights all exist.
-    config: a :class:`BertConfig` (or dict) that overrides the preset's.
-
-  Returns:
-    the model, weights loaded (task heads too when the preset has them).
-
-  Raises:
-    CheckpointError, ConfigError: see :func:`resolve`, :func:`read_config`
-      and the loaders of :mod:`bert_tf.checkpoints`.
+    preset: the path given to ``from_preset`` (str or PathLike).
   """
-  kind, path, run_dir = resolve(preset)
-  if kind == "keras":
-    saved = load_keras_file(path)
-    cfg = config_lib.as_bert_config(config) if config is not None else saved.config
-    model = factory(cfg)
+
+  def __init__(self, preset):
+    self.preset = os.fspath(preset)
+
+  @classmethod
+  def can_load(cls, path: str) -> bool:
+    """True when ``path`` is a preset of this source."""
+    raise NotImplementedError
+
+  def config(self) -> config_lib.BertConfig:
+    """The preset's own :class:`BertConfig`.
+
+    Raises:
+      ConfigError, CheckpointError: none recorded, or unreadable.
+    """
+    raise NotImplementedError
+
+  def model_config(self, config=None) -> config_lib.BertConfig:
+    """``config`` (a BertConfig or dict) when given, else :meth:`config`."""
+    return config_lib.as_bert_config(config) if config is not None else self.config()
+
+  def load_into(self, model, task: Task = ENCODER) -> None:
+    """Loads the preset's weights into ``model`` (built: all weights exist).
+
+    Args:
+      model: an encoder, or a task model with an ``encoder``.
+      task: the model class's :class:`Task` (which head, its names).
+
+    Raises:
+      CheckpointError: weights that do not fit the model, half a head,
+        an unreadable file.
+    """
+    raise NotImplementedError
+
+  def vocab_file(self) -> Optional[str]:
+    """Where the preset's ``vocab.txt`` is (it may not exist), or None."""
+    return None
+
+  def do_lower_case(self) -> bool:
+    """Whether the preset's tokenizer lower-cases (default True)."""
+    return True
+
+  def max_seq_length(self) -> int:
+    """The sequence length the preset recorded, else 128 capped at the
+    config's ``max_position_embeddings``."""
+    return min(DEFAULT_MAX_SEQ_LENGTH, self.config().max_position_embeddings)
+
+  def preserve_unused_tokens(self) -> bool:
+    """Whether ``[unusedN]`` tokens are kept whole (default False)."""
+    return False
+
+  def num_labels(self, task: Task) -> Optional[int]:
+    """The number of labels the preset was fine-tuned for with ``task``'s
+    head, or None when unknown (no such head)."""
+    return None
+
+  def labels(self, task: Task) -> Optional[List[str]]:
+    """The label names the preset records for ``task``'s head, or None."""
+    return None
+
+  def missing_labels_reason(self, task: Task) -> str:  # pylint: disable=unused-argument
+    """Why :meth:`num_labels` is None, for the error a model class raises."""
+    return "unknown number of labels"
+
+  def build(self, factory: Callable, task: Task = ENCODER, config=None):
+    """``factory(config)`` loaded with the preset's weights.
+
+    Args:
+      factory: ``BertConfig -> model`` whose weights all exist.
+      task: the model class's :class:`Task`.
+      config: a :class:`BertConfig` (or dict) that overrides the preset's.
+
+    Returns:
+      the model, weights loaded (task heads too when the preset has them).
+
+    Raises:
+      CheckpointError, ConfigError: see :meth:`config`, :meth:`load_into`.
+    """
+    model = factory(self.model_config(config))
+    self.load_into(model, task)
+    return model
+
+  def preprocessor(self, preprocessor):
+    """The preprocessor a task model built by ``from_preset`` carries.
+
+    Args:
+      preprocessor: None or False (none: the model takes ids only); a
+        :class:`bert_tf.preprocessing.BertPreprocessor` or
+        ``PreprocessorLayer`` (returned as is); True: the preset's own:
+        :meth:`vocab_file` with :meth:`do_lower_case`,
+        :meth:`max_seq_length` and :meth:`preserve_unused_tokens` (a
+        ``.keras`` model's own preprocessor).
+
+    Returns:
+      a ``BertPreprocessor`` (or the layer given), or None.
+
+    Raises:
+      errors.ConfigError: True and the preset has no vocab (naming where it
+        looked) or is a ``.keras`` model without a preprocessor.
+    """
+    if preprocessor is None or preprocessor is False:
+      return None
+    if preprocessor is not True:
+      return preprocessor
+    vocab = self.vocab_file()
+    if vocab is None or not os.path.exists(vocab):
+      raise errors.ConfigError(
+          "from_preset(%r, preprocessor=True): no vocab.txt at %s; pass "
+          "preprocessor=BertPreprocessor(vocab_file, do_lower_case, max_seq_length)"
+          % (self.preset, vocab or self.preset), argument="preprocessor")
+    return preprocessing.BertPreprocessor(
+        vocab, self.do_lower_case(), self.max_seq_length(),
+        preserve_unused_tokens=self.preserve_unused_tokens())
+
+
+class KerasFileLoader(PresetLoader):
+  """A ``.keras`` file of any bert_tf model (``model.save``).
+
+  The whole model when the file holds the same class with the same weight
+  shapes, else its encoder (by the original variable names). The config,
+  number of labels and preprocessor are the saved model's.
+  """
+
+  def __init__(self, preset):
+    super().__init__(preset)
+    self._model = None
+
+  @classmethod
+  def can_load(cls, path: str) -> bool:
+    """A ``.keras`` file."""
+    return path.endswith(".keras") and os.path.isfile(path)
+
+  def keras_model(self) -> keras.Model:
+    """The saved model, loaded once (:func:`load_keras_file`; its errors)."""
+    if self._model is None:
+      self._model = load_keras_file(self.preset)
+    return self._model
+
+  def config(self) -> config_lib.BertConfig:
+    """The saved model's config."""
+    return self.keras_model().config
+
+  def _saved_preprocessor(self) -> Optional[preprocessing.BertPreprocessor]:
+    layer = getattr(self.keras_model(), "preprocessor", None)
+    return None if layer is None else layer.bert_preprocessor
+
+  def vocab_file(self) -> Optional[str]:
+    """The saved preprocessor's vocab file (None: none, or held inline)."""
+    pre = self._saved_preprocessor()
+    return None if pre is None else pre.vocab_file
+
+  def do_lower_case(self) -> bool:
+    """The saved preprocessor's (True without one)."""
+    pre = self._saved_preprocessor()
+    return True if pre is None else pre.do_lower_case
+
+  def max_seq_length(self) -> int:
+    """The saved preprocessor's, else the default."""
+    pre = self._saved_preprocessor()
+    return super().max_seq_length() if pre is None else pre.max_seq_length
+
+  def preserve_unused_tokens(self) -> bool:
+    """The saved preprocessor's (False without one)."""
+    pre = self._saved_preprocessor()
+    return False if pre is None else pre.preserve_unused_tokens
+
+  def num_labels(self, task: Task) -> Optional[int]:
+    """The saved model's ``num_labels`` (None for a model without one)."""
+    return getattr(self.keras_model(), "num_labels", None)
+
+  def preprocessor(self, preprocessor):
+    """As :meth:`PresetLoader.preprocessor`; True: the saved model's own
+    ``BertPreprocessor`` (the same object).
+
+    Raises:
+      errors.ConfigError: True and the saved model has no preprocessor.
+    """
+    if preprocessor is not True:
+      return super().preprocessor(preprocessor)
+    saved = self._saved_preprocessor()
+    if saved is None:
+      raise errors.ConfigError(
+          "from_preset(%r, preprocessor=True): the .keras model has no "
+          "preprocessor; pass preprocessor=BertPreprocessor(vocab_file, "
+          "do_lower_case, max_seq_length)" % self.preset, argument="preprocessor")
+    return saved
+
+  def load_into(self, model, task: Task = ENCODER) -> None:
+    """Every weight when the saved model is of ``model``'s class and shapes,
+    else the encoder's (a classifier file into an encoder or pretrainer)."""
+    saved = self.keras_model()
     same = type(saved) is type(model) and [w.shape for w in saved.weights] == [
         w.shape for w in model.weights]
     if same:
@@ -195,116 +366,252 @@ def load(preset: str, what: str, factory: Callable, config=None):
         dst.assign(src)
     else:
       _copy(checkpoints.encoder_variables(encoder_of(model)),
-            checkpoints.encoder_variables(encoder_of(saved)), path)
-    return model
-  if kind == "hf":
-    cfg = (config_lib.as_bert_config(config) if config is not None
-           else checkpoints.read_hf_config(path))
-    model = factory(cfg)
-    checkpoints.load_hf_weights(encoder_of(model), path)
-    if what == "pretrainer":  # BertForPreTraining heads, when present
-      checkpoints.load_hf_pretraining_heads(checkpoints.pretrainer_variables(model),
-                                            path)
-    return model
-  cfg = (config_lib.as_bert_config(config) if config is not None
-         else read_config(run_dir, preset))
-  model = factory(cfg)
-  encoder = encoder_of(model)
-  if checkpoints.is_tf1_checkpoint(path):
-    if what == "pretrainer":
-      named = checkpoints.pretrainer_variables(model)
-    else:
-      named = checkpoints.encoder_variables(encoder)
-    if what == "classifier":
-      named += [("output_weights", model.classifier.output_weights),
-                ("output_bias", model.classifier.output_bias)]
-    checkpoints.load_tf1_checkpoint(named, path,
-                                    allow_missing=("cls/", "output_"))
-    return model
-  source = "from_preset(%r)" % preset
-  if what != "encoder":
-    try:
-      checkpoints.restore_object_checkpoint(path, source, model=model)
-      return model
-    except errors.CheckpointError:
-      pass  # e.g. a pretraining checkpoint for a classifier: encoder only
-  checkpoints.restore_object_checkpoint(path, source, encoder=encoder)
-  return model
+            checkpoints.encoder_variables(encoder_of(saved)), self.preset)
 
 
-def _preset_settings(kind: str, path: str, run_dir: Optional[str]) -> dict:
-  """``do_lower_case``, ``max_seq_length``, ``preserve_unused_tokens`` that
-  a preset records (a run's settings file; Hugging Face
-  ``tokenizer_config.json``'s ``do_lower_case``; an original directory
-  named ``cased_*`` is cased), with the defaults where it records none."""
-  settings = {"do_lower_case": True, "preserve_unused_tokens": False}
-  if kind == "hf":
-    tok = os.path.join(path, "tokenizer_config.json")
-    if os.path.exists(tok):
-      with open(tok, encoding="utf-8") as f:
-        settings["do_lower_case"] = bool(json.load(f).get("do_lower_case", True))
-    cfg = checkpoints.read_hf_config(path)
-  else:
-    name = os.path.basename(os.path.normpath(run_dir))
-    if name.startswith("cased") or "_cased" in name or "-cased" in name:
-      settings["do_lower_case"] = False
-    for run_config in RUN_CONFIGS:
-      f_path = os.path.join(run_dir, run_config)
-      if os.path.exists(f_path):
-        with open(f_path, encoding="utf-8") as f:
-          recorded = json.load(f)
-        settings.update({k: recorded[k] for k in ("do_lower_case", "max_seq_length",
-                                                  "preserve_unused_tokens")
-                         if recorded.get(k) is not None})
-    cfg = read_config(run_dir, path)
-  settings.setdefault("max_seq_length",
-                      min(DEFAULT_MAX_SEQ_LENGTH, cfg.max_position_embeddings))
-  return settings
+class HuggingFaceLoader(PresetLoader):
+  """A Hugging Face BERT directory (``config.json`` + ``model.safetensors``
+  or ``pytorch_model.bin``; ``BertModel``, ``BertFor*``).
+
+  The encoder, and the task's head when the directory has it
+  (:attr:`Task.load_hf_head`); ``vocab.txt`` beside the weights,
+  ``tokenizer_config.json``'s ``do_lower_case``.
+  """
+
+  def __init__(self, preset):
+    super().__init__(preset)
+    self._config = None
+    self._tensors = None
+
+  @classmethod
+  def can_load(cls, path: str) -> bool:
+    """:func:`bert_tf.checkpoints.is_hf_dir`."""
+    return checkpoints.is_hf_dir(path)
+
+  def config(self) -> config_lib.BertConfig:
+    """``config.json`` as a BertConfig (:func:`checkpoints.read_hf_config`)."""
+    if self._config is None:
+      self._config = checkpoints.read_hf_config(self.preset)
+    return self._config
+
+  def _head_tensors(self) -> dict:
+    if self._tensors is None:
+      self._tensors = checkpoints.read_hf_tensors(self.preset)[0]
+    return self._tensors
+
+  def vocab_file(self) -> str:
+    """``DIR/vocab.txt``."""
+    return os.path.join(self.preset, run_dir.VOCAB)
+
+  def do_lower_case(self) -> bool:
+    """``tokenizer_config.json``'s ``do_lower_case`` (True without one)."""
+    tok = _read_json(os.path.join(self.preset, "tokenizer_config.json"))
+    return True if tok is None else bool(tok.get("do_lower_case", True))
+
+  def num_labels(self, task: Task) -> Optional[int]:
+    """L of the head tensor :attr:`Task.hf_num_labels` [L], when present."""
+    if task.hf_num_labels is None:
+      return None
+    bias = self._head_tensors().get(task.hf_num_labels)
+    return None if bias is None else int(bias.shape[0])
+
+  def labels(self, task: Task) -> Optional[List[str]]:
+    """``config.json``'s ``id2label`` names when the head exists and has as
+    many (Hugging Face writes default ``LABEL_i`` names for every model)."""
+    n = self.num_labels(task)
+    names = (_read_json(os.path.join(self.preset, "config.json")) or {}).get("id2label")
+    if n is None or not isinstance(names, dict) or len(names) != n:
+      return None
+    return [names[k] for k in sorted(names, key=int)]
+
+  def missing_labels_reason(self, task: Task) -> str:
+    """The directory has no head tensor to count labels from."""
+    return "no classifier head" if task.hf_num_labels else super().missing_labels_reason(task)
+
+  def load_into(self, model, task: Task = ENCODER) -> None:
+    """The encoder (:attr:`Task.hf_optional` may be missing), then the head."""
+    checkpoints.load_hf_weights(encoder_of(model), self.preset, optional=task.hf_optional)
+    if task.load_hf_head is not None:
+      task.load_hf_head(model, self.preset)
 
 
-def preprocessor_for(preset: str, preprocessor):
-  """The preprocessor a task model built by ``from_preset`` carries.
+def _checkpoint_of(preset: str) -> Optional[Tuple[str, str]]:
+  """``(checkpoint prefix, run directory)`` of a directory or prefix, or None.
+
+  A directory: ``best/``'s checkpoint, else the original ``bert_model.ckpt``,
+  else the newest; a prefix: itself, its run directory from
+  :func:`bert_tf.run_dir.run_dir_of`.
+  """
+  if os.path.isdir(preset):
+    original = os.path.join(preset, ORIGINAL_CHECKPOINT)
+    if run_dir.best_checkpoint(preset) is None and _is_prefix(original):
+      return original, preset
+    prefix = run_dir.model_checkpoint(preset)
+    return (prefix, preset) if prefix else None
+  if _is_prefix(preset):
+    return preset, run_dir.run_dir_of(preset)
+  return None
+
+
+class _CheckpointLoader(PresetLoader):
+  """A checkpoint with ``bert_config.json``, ``vocab.txt`` and our run
+  settings files looked for in its directory (both kinds of checkpoint)."""
+
+  def __init__(self, preset):
+    super().__init__(preset)
+    self.checkpoint, self.run_dir = _checkpoint_of(self.preset)
+    self._config = None
+    self._settings = None
+
+  def config(self) -> config_lib.BertConfig:
+    """``RUN_DIR/bert_config.json``.
+
+    Raises:
+      ConfigError: missing (pass ``config=``) or invalid.
+    """
+    if self._config is None:
+      path = os.path.join(self.run_dir, run_dir.BERT_CONFIG)
+      if not os.path.exists(path):
+        raise errors.ConfigError(
+            "from_preset: no bert_config.json beside %r; pass config=" % self.preset,
+            argument="config")
+      self._config = config_lib.BertConfig.from_json_file(path)
+    return self._config
+
+  def _recorded(self) -> dict:
+    """The tokenizer settings the run's settings files record."""
+    if self._settings is None:
+      self._settings = {}
+      for name, _ in run_dir.RUN_CONFIGS.values():
+        recorded = _read_json(os.path.join(self.run_dir, name)) or {}
+        self._settings.update({k: recorded[k] for k in (
+            "do_lower_case", "max_seq_length", "preserve_unused_tokens")
+                               if recorded.get(k) is not None})
+    return self._settings
+
+  def vocab_file(self) -> str:
+    """``RUN_DIR/vocab.txt``."""
+    return os.path.join(self.run_dir, run_dir.VOCAB)
+
+  def do_lower_case(self) -> bool:
+    """A run's recorded ``do_lower_case``; else False for a directory named
+    ``cased*`` / ``*_cased*`` / ``*-cased*`` (the released cased models)."""
+    name = os.path.basename(os.path.normpath(self.run_dir))
+    cased = name.startswith("cased") or "_cased" in name or "-cased" in name
+    return self._recorded().get("do_lower_case", not cased)
+
+  def max_seq_length(self) -> int:
+    """A run's recorded ``max_seq_length``, else the default."""
+    recorded = self._recorded().get("max_seq_length")
+    return super().max_seq_length() if recorded is None else recorded
+
+  def preserve_unused_tokens(self) -> bool:
+    """A run's recorded ``preserve_unused_tokens`` (False)."""
+    return self._recorded().get("preserve_unused_tokens", False)
+
+  def _run_config(self, task: Task) -> Optional[dict]:
+    if task.run_config is None:
+      return None
+    return _read_json(os.path.join(self.run_dir, task.run_config))
+
+  def num_labels(self, task: Task) -> Optional[int]:
+    """From the run's :attr:`Task.run_config` (``is_regression``: 1, else
+    the number of ``labels``)."""
+    recorded = self._run_config(task) or {}
+    if recorded.get("is_regression"):
+      return 1
+    return len(recorded["labels"]) if recorded.get("labels") else None
+
+  def labels(self, task: Task) -> Optional[List[str]]:
+    """The run's :attr:`Task.run_config` ``labels``."""
+    return (self._run_config(task) or {}).get("labels") or None
+
+
+class Tf1Loader(_CheckpointLoader):
+  """An original google-research/bert checkpoint, by variable name: a
+  released directory (``bert_config.json`` + ``bert_model.ckpt``), a
+  prefix, or an original fine-tuning run's ``model.ckpt-N`` (its
+  ``output_weights``/``output_bias`` classifier head, its ``cls/squad``
+  head)."""
+
+  @classmethod
+  def can_load(cls, path: str) -> bool:
+    """A directory or prefix whose checkpoint holds ``bert/`` names."""
+    found = _checkpoint_of(path)
+    return found is not None and checkpoints.is_tf1_checkpoint(found[0])
+
+  def num_labels(self, task: Task) -> Optional[int]:
+    """As the run's settings, else N of :attr:`Task.tf1_num_labels` [N, H]."""
+    n = super().num_labels(task)
+    if n is None and task.tf1_num_labels:
+      shape = checkpoints.tf1_variable_names(self.checkpoint).get(task.tf1_num_labels)
+      n = int(shape[0]) if shape else None
+    return n
+
+  def load_into(self, model, task: Task = ENCODER) -> None:
+    """:attr:`Task.tf1_variables` (heads the checkpoint lacks keep their
+    initialization), then :attr:`Task.load_tf1_head`."""
+    checkpoints.load_tf1_checkpoint(task.tf1_variables(model), self.checkpoint,
+                                    allow_missing=TF1_ALLOW_MISSING)
+    if task.load_tf1_head is not None:
+      task.load_tf1_head(model, self.checkpoint)
+
+
+class RunDirLoader(_CheckpointLoader):
+  """One of our runs: a run directory (its model checkpoint by
+  :func:`bert_tf.run_dir.model_checkpoint`: ``best/`` else the newest) or
+  an object checkpoint prefix. The whole model when the checkpoint is this
+  task's, else its encoder (a pretraining run or another task's)."""
+
+  @classmethod
+  def can_load(cls, path: str) -> bool:
+    """A directory or prefix with a checkpoint that is not a TF1 one."""
+    found = _checkpoint_of(path)
+    return found is not None and not checkpoints.is_tf1_checkpoint(found[0])
+
+  def load_into(self, model, task: Task = ENCODER) -> None:
+    """:func:`checkpoints.restore_object_checkpoint` of ``model=``, else
+    ``encoder=``."""
+    source = "from_preset(%r)" % self.preset
+    if task.name != ENCODER.name:
+      try:
+        checkpoints.restore_object_checkpoint(self.checkpoint, source, model=model)
+        return
+      except errors.CheckpointError:
+        pass  # e.g. a pretraining checkpoint for a classifier: encoder only
+    checkpoints.restore_object_checkpoint(self.checkpoint, source,
+                                          encoder=encoder_of(model))
+
+
+# Tried in order; the first whose can_load(path) is true reads the preset.
+# Tf1Loader precedes RunDirLoader: a directory with bert_model.ckpt is the
+# original release even when other checkpoints sit beside it.
+LOADERS: List[type] = [KerasFileLoader, HuggingFaceLoader, Tf1Loader, RunDirLoader]
+
+
+def get_preset_loader(preset) -> PresetLoader:
+  """The loader of ``preset``: the first class of :data:`LOADERS` that can
+  load it, instantiated once (it caches what it reads).
 
   Args:
-    preset: a path (see the module docstring).
-    preprocessor: None or False (none: the model takes ids only); a
-      :class:`bert_tf.preprocessing.BertPreprocessor` or
-      ``PreprocessorLayer`` (returned as is); True: the preset's own:
-      a ``.keras`` model's preprocessor, else ``vocab.txt`` beside the
-      weights (Hugging Face directory, original directory, our run
-      directory) with the preset's ``do_lower_case``, ``max_seq_length`` and
-      ``preserve_unused_tokens`` (a run's settings file; Hugging Face
-      ``tokenizer_config.json``; defaults: lower-casing unless the original
-      directory is named ``cased_*``, 128 tokens capped at
-      ``max_position_embeddings``).
+    preset: a path (str or PathLike; see the module docstring).
 
   Returns:
-    a ``BertPreprocessor`` (or the layer given), or None.
+    a :class:`PresetLoader`.
 
   Raises:
-    errors.ConfigError: True and the preset has no vocab (naming where it
-      looked) or is a ``.keras`` model without a preprocessor.
+    CheckpointError: nothing loadable at ``preset`` (a directory without a
+      model; a path that does not exist).
   """
-  if preprocessor is None or preprocessor is False:
-    return None
-  if preprocessor is not True:
-    return preprocessor
-  kind, path, run_dir = resolve(preset)
-  if kind == "keras":
-    saved = getattr(load_keras_file(path), "preprocessor", None)
-    if saved is None:
-      raise errors.ConfigError(
-          "from_preset(%r, preprocessor=True): the .keras model has no "
-          "preprocessor; pass preprocessor=BertPreprocessor(vocab_file, "
-          "do_lower_case, max_seq_length)" % preset, argument="preprocessor")
-    return saved.bert_preprocessor
-  vocab = os.path.join(path if kind == "hf" else run_dir, "vocab.txt")
-  if not os.path.exists(vocab):
-    raise errors.ConfigError(
-        "from_preset(%r, preprocessor=True): no vocab.txt at %s; pass "
-        "preprocessor=BertPreprocessor(vocab_file, do_lower_case, max_seq_length)"
-        % (preset, vocab), argument="preprocessor")
-  s = _preset_settings(kind, path, run_dir)
-  return preprocessing.BertPreprocessor(
-      vocab, s["do_lower_case"], s["max_seq_length"],
-      preserve_unused_tokens=s["preserve_unused_tokens"])
+  preset = os.fspath(preset)
+  for loader in LOADERS:
+    if loader.can_load(preset):
+      return loader(preset)
+  if os.path.isdir(preset):
+    raise errors.CheckpointError(
+        "from_preset: %r holds no model: expected a Hugging Face directory "
+        "(config.json + model.safetensors), bert_config.json + "
+        "bert_model.ckpt, or bert_config.json + our checkpoints" % preset,
+        argument="preset")
+  raise errors.CheckpointError("from_preset: %r does not exist" % preset,
+                               argument="preset")

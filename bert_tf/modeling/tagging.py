@@ -37,14 +37,13 @@ gets a prediction.
 
 from __future__ import annotations
 
-import json
-import os
 from typing import Optional, Sequence
 
 import keras
 import tensorflow as tf
 import tensorflow_text as text
 
+from bert_tf import run_dir
 from bert_tf import checkpoints
 from bert_tf import config as config_lib
 from bert_tf import errors
@@ -59,7 +58,7 @@ FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
 HF_HEAD = {"output_weights": "classifier.weight", "output_bias": "classifier.bias"}
 IGNORE = -1  # label id of positions outside the loss ([CLS], [SEP], padding, non-first pieces)
 _PREFIX_CODES = {"O": 0, "B": 1, "I": 2, "E": 3, "S": 4}
-TAGGING_RUN_CONFIG = "ner_config.json"
+TAGGING_RUN_CONFIG = run_dir.NER_CONFIG
 # Python str.split()'s whitespace (the split the CoNLL reader guarantees for
 # training words): \t-\r, \x1c-\x20, \x85 and Unicode Z*.
 WHITESPACE = r"[\t-\r\x{1c}-\x{20}\x{85}\p{Z}]+"
@@ -166,36 +165,21 @@ class BertTokenClassifier(models.TextInputsMixin, keras.Model):
     classifiers. From any other checkpoint only the encoder is loaded and
     the head keeps its initialization (then ``num_labels`` is required).
     ``preprocessor``: True: the preset's own
-    (:func:`bert_tf.modeling.presets.preprocessor_for`); a
+    (:meth:`bert_tf.modeling.presets.PresetLoader.preprocessor`); a
     ``BertPreprocessor``; None: ids only.
 
     Raises:
       CheckpointError: nothing loadable, weights that do not fit, half a
         head; ConfigError: no config; ValueError: unknown ``num_labels``.
     """
-    kwargs["preprocessor"] = presets.preprocessor_for(preset, preprocessor)
-    kind, path, run_dir = presets.resolve(preset)
-    if kind == "hf":
-      cfg = (config_lib.as_bert_config(config) if config is not None
-             else checkpoints.read_hf_config(path))
-      if num_labels is None:
-        tensors, _ = checkpoints.read_hf_tensors(path)
-        if HF_HEAD["output_bias"] not in tensors:
-          raise ValueError("from_preset(%r): no classifier head; pass num_labels" % preset)
-        num_labels = int(tensors[HF_HEAD["output_bias"]].shape[0])
-      model = cls(cfg, num_labels, **kwargs)
-      load_tagging_weights(model, path, source="from_preset(%r)" % preset)
-      return model
+    loader = presets.get_preset_loader(preset)
+    kwargs["preprocessor"] = loader.preprocessor(preprocessor)
     if num_labels is None:
-      if kind == "keras":
-        num_labels = getattr(keras.models.load_model(path, compile=False),
-                             "num_labels", None)
-      else:
-        num_labels = run_num_labels(run_dir)
+      num_labels = loader.num_labels(TAGGING_TASK)
     if num_labels is None:
-      raise ValueError("from_preset(%r): unknown number of labels; pass num_labels"
-                       % preset)
-    return presets.load(preset, "tagging", lambda c: cls(c, num_labels, **kwargs), config)
+      raise ValueError("from_preset(%r): %s; pass num_labels"
+                       % (preset, loader.missing_labels_reason(TAGGING_TASK)))
+    return loader.build(lambda c: cls(c, num_labels, **kwargs), TAGGING_TASK, config)
 
   @property
   def tagging_preprocessor(self) -> "TaggingPreprocessor":
@@ -247,16 +231,6 @@ class BertTokenClassifier(models.TextInputsMixin, keras.Model):
     return tf.reshape(logits, [shape[0], shape[1], self.num_labels])
 
 
-def run_num_labels(run_dir: Optional[str]) -> Optional[int]:
-  """L from ``run_dir/ner_config.json`` (a ``run_ner`` run), else None."""
-  path = os.path.join(run_dir or "", TAGGING_RUN_CONFIG)
-  if not os.path.exists(path):
-    return None
-  with open(path, encoding="utf-8") as f:
-    labels = json.load(f).get("labels")
-  return len(labels) if labels else None
-
-
 def tagging_loss(logits, label_ids):
   """Sum of the softmax cross-entropy over labeled positions and their count.
 
@@ -301,6 +275,14 @@ def load_hf_tagging_head(model: BertTokenClassifier, model_dir: str) -> bool:
   for name, value in found.items():
     getattr(head, name).assign(value)
   return True
+
+
+# What from_preset reads beyond the encoder (see presets.Task): the head of a
+# Hugging Face BertForTokenClassification (L from classifier.bias), the
+# labels of a run_ner run; the pooler is not read.
+TAGGING_TASK = presets.Task(
+    "tagging", run_config=TAGGING_RUN_CONFIG, hf_optional=("bert/pooler/",),
+    load_hf_head=load_hf_tagging_head, hf_num_labels=HF_HEAD["output_bias"])
 
 
 def load_tagging_weights(model: BertTokenClassifier, init_checkpoint: str,

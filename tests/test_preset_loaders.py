@@ -1,0 +1,197 @@
+"""``presets``: one loader class per preset source, picked once per ``from_preset``.
+
+Each source on a real preset (MiniLM's Hugging Face directory; tiny run
+directories, original checkpoints and ``.keras`` files built here), a
+``.keras`` file read once per ``from_preset``, and a source added as one
+class plus one registry line.
+"""
+
+import json
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import checkpoints
+from bert_tf import config as config_lib
+from bert_tf import errors
+from bert_tf import preprocessing
+from bert_tf.modeling import encoder as encoder_lib
+from bert_tf.modeling import models
+from bert_tf.modeling import presets
+from bert_tf.modeling import tagging
+
+CONFIG = config_lib.BertConfig(
+    vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+    intermediate_size=48, max_position_embeddings=32, type_vocab_size=2)
+
+
+def _randomize(model, seed):
+  rng = np.random.RandomState(seed)
+  for w in model.weights:
+    w.assign(rng.normal(0, 0.05, w.shape).astype(np.float32))
+
+
+def _same(a, b):
+  for x, y in zip(a.weights, b.weights):
+    np.testing.assert_array_equal(x.numpy(), y.numpy(), err_msg=x.path)
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory):
+  """``{name: path}`` of one tiny preset per source, and the models saved."""
+  d = tmp_path_factory.mktemp("presets")
+  vocab = d / "vocab.txt"
+  vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] +
+                             ["w%d" % i for i in range(115)]) + "\n")
+  tuned = models.build_classifier(CONFIG, 3)
+  _randomize(tuned, 1)
+  # Our run: classifier_config.json, a newest checkpoint and a best/ one.
+  run = d / "run"
+  run.mkdir()
+  CONFIG.to_json_file(str(run / "bert_config.json"))
+  (run / "vocab.txt").write_text(vocab.read_text())
+  (run / "classifier_config.json").write_text(json.dumps(
+      {"labels": ["a", "b", "c"], "is_regression": False, "max_seq_length": 24,
+       "do_lower_case": False}))
+  newest = models.build_classifier(CONFIG, 3)
+  tf.train.Checkpoint(model=newest, encoder=newest.encoder).save(str(run / "ckpt"))
+  tf.train.Checkpoint(model=tuned, encoder=tuned.encoder).save(str(run / "best" / "ckpt"))
+  # An original release directory, named as a cased one.
+  orig = d / "cased_L-2_H-32_A-4"
+  orig.mkdir()
+  CONFIG.to_json_file(str(orig / "bert_config.json"))
+  (orig / "vocab.txt").write_text(vocab.read_text())
+  checkpoints.save_tf1_checkpoint(checkpoints.encoder_variables(tuned.encoder),
+                                  str(orig / "bert_model.ckpt"))
+  # An original fine-tuned classifier prefix (output_weights [3, H]).
+  ft = d / "ft"
+  ft.mkdir()
+  checkpoints.save_tf1_checkpoint(
+      checkpoints.encoder_variables(tuned.encoder) + [
+          ("output_weights", tuned.classifier.output_weights),
+          ("output_bias", tuned.classifier.output_bias)],
+      str(ft / "model.ckpt-10"))
+  # A .keras classifier with its preprocessor.
+  saved = models.BertClassifier(
+      CONFIG, 3, preprocessor=preprocessing.BertPreprocessor(str(vocab), True, 16))
+  for dst, src in zip(saved.weights, tuned.weights):
+    dst.assign(src)
+  saved.save(str(d / "clf.keras"))
+  return {"run": str(run), "run_prefix": str(run / "ckpt-1"), "orig": str(orig),
+          "ft": str(ft / "model.ckpt-10"), "keras": str(d / "clf.keras"),
+          "tuned": tuned}
+
+
+def test_each_source_picks_its_loader(sources, minilm_dir):
+  want = {"run": presets.RunDirLoader, "run_prefix": presets.RunDirLoader,
+          "orig": presets.Tf1Loader, "ft": presets.Tf1Loader,
+          "keras": presets.KerasFileLoader}
+  for name, cls in want.items():
+    assert type(presets.get_preset_loader(sources[name])) is cls, name
+  hf = presets.get_preset_loader(minilm_dir)
+  assert type(hf) is presets.HuggingFaceLoader
+  assert hf.config() == checkpoints.read_hf_config(minilm_dir)
+  assert hf.num_labels(models.CLASSIFIER_TASK) is None
+  assert hf.num_labels(tagging.TAGGING_TASK) is None  # a BertModel: no head
+  assert hf.missing_labels_reason(tagging.TAGGING_TASK) == "no classifier head"
+  assert hf.vocab_file().endswith("vocab.txt") and hf.do_lower_case()
+  assert hf.max_seq_length() == 128
+
+  run = presets.get_preset_loader(sources["run"])
+  assert run.checkpoint.endswith("best/ckpt-1")  # best/ before the newest
+  assert run.config() == CONFIG
+  assert run.num_labels(models.CLASSIFIER_TASK) == 3
+  assert run.labels(models.CLASSIFIER_TASK) == ["a", "b", "c"]
+  assert run.num_labels(tagging.TAGGING_TASK) is None  # no ner_config.json
+  assert (run.do_lower_case(), run.max_seq_length()) == (False, 24)  # recorded
+  assert presets.get_preset_loader(sources["run_prefix"]).run_dir == sources["run"]
+
+  orig = presets.get_preset_loader(sources["orig"])
+  assert orig.checkpoint.endswith("bert_model.ckpt")
+  assert orig.num_labels(models.CLASSIFIER_TASK) is None
+  assert (orig.do_lower_case(), orig.max_seq_length()) == (False, 32)  # cased_*; capped
+  assert presets.get_preset_loader(sources["ft"]).num_labels(models.CLASSIFIER_TASK) == 3
+
+  kf = presets.get_preset_loader(sources["keras"])
+  assert kf.config() == CONFIG and kf.num_labels(models.CLASSIFIER_TASK) == 3
+  assert (kf.do_lower_case(), kf.max_seq_length()) == (True, 16)
+  assert kf.preprocessor(True) is kf.keras_model().preprocessor.bert_preprocessor
+
+
+def test_each_source_loads_the_same_classifier(sources):
+  tuned, x = sources["tuned"], {"input_ids": tf.constant([[2, 7, 9, 3]]),
+                                "input_mask": tf.ones([1, 4], tf.int32),
+                                "segment_ids": tf.zeros([1, 4], tf.int32)}
+  want = tuned(x).numpy()
+  for name in ("run", "keras"):
+    np.testing.assert_array_equal(models.BertClassifier.from_preset(sources[name])(x),
+                                  want, err_msg=name)
+  ft = models.BertClassifier.from_preset(sources["ft"], config=CONFIG)
+  np.testing.assert_array_equal(ft(x), want)
+  enc = encoder_lib.BertEncoder.from_preset(sources["orig"])
+  _same(enc, tuned.encoder)
+  with pytest.raises(ValueError, match="unknown number of labels; pass num_labels"):
+    tagging.BertTokenClassifier.from_preset(sources["orig"])
+
+
+def test_no_loader_names_what_is_missing(tmp_path):
+  with pytest.raises(errors.CheckpointError, match="does not exist"):
+    presets.get_preset_loader(str(tmp_path / "nothing"))
+  with pytest.raises(errors.CheckpointError, match="holds no model"):
+    presets.get_preset_loader(str(tmp_path))
+
+
+def test_a_keras_file_is_loaded_once_per_from_preset(sources, monkeypatch):
+  calls = []
+  real = keras.models.load_model
+
+  def counting(*args, **kwargs):
+    calls.append(args[0])
+    return real(*args, **kwargs)
+
+  monkeypatch.setattr(keras.models, "load_model", counting)
+  # num_labels, the preprocessor and the weights all from the one file.
+  clf = models.BertClassifier.from_preset(sources["keras"], preprocessor=True)
+  assert clf.num_labels == 3 and clf.preprocessor is not None
+  assert calls == [sources["keras"]]
+  calls.clear()
+  tagger = tagging.BertTokenClassifier.from_preset(sources["keras"])
+  assert tagger.num_labels == 3 and len(calls) == 1
+
+
+class NpzLoader(presets.PresetLoader):
+  """A made-up source: ``.npz`` of the encoder's original names + ``config``."""
+
+  @classmethod
+  def can_load(cls, path):
+    return path.endswith(".npz")
+
+  def config(self):
+    with np.load(self.preset) as f:
+      return config_lib.BertConfig.from_dict(json.loads(str(f["config"])))
+
+  def load_into(self, model, task=presets.ENCODER):
+    with np.load(self.preset) as f:
+      for name, var in checkpoints.encoder_variables(presets.encoder_of(model)):
+        var.assign(f[name])
+
+
+def test_a_new_source_is_one_class_and_one_registry_line(sources, tmp_path, monkeypatch):
+  tuned = sources["tuned"]
+  path = str(tmp_path / "weights.npz")
+  np.savez(path, config=json.dumps(CONFIG.to_dict()),
+           **{n: v.numpy() for n, v in checkpoints.encoder_variables(tuned.encoder)})
+  with pytest.raises(errors.CheckpointError, match="does not exist"):
+    presets.get_preset_loader(path)
+  monkeypatch.setattr(presets, "LOADERS", [NpzLoader] + presets.LOADERS)
+  assert type(presets.get_preset_loader(path)) is NpzLoader
+  _same(encoder_lib.BertEncoder.from_preset(path), tuned.encoder)
+  clf = models.BertClassifier.from_preset(path, num_labels=2)
+  _same(clf.encoder, tuned.encoder)
+  # The defaults: no labels recorded, no vocab.
+  with pytest.raises(errors.ConfigError, match="pass num_labels"):
+    models.BertClassifier.from_preset(path)
+  with pytest.raises(errors.ConfigError, match="no vocab.txt"):
+    models.BertClassifier.from_preset(path, num_labels=2, preprocessor=True)

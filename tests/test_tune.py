@@ -72,9 +72,9 @@ def _params(data_dir, output_dir, **kw):
   return ClassifierParams(**values)
 
 
-def _export(run_dir, export_dir):
-  from bert_tf.export import fine_tuned  # pylint: disable=g-import-not-at-top
-  return fine_tuned.export_run(fine_tuned.load_run(run_dir), None, export_dir)
+def _export(model, run_dir, export_dir):
+  from bert_tf import export  # pylint: disable=g-import-not-at-top
+  return export.export_model(model, run_dir, export_dir)
 
 
 def _rows(output_dir):

@@ -29,6 +29,7 @@ _startup.setup(tensorflow=True)
 from absl import flags
 
 from bert_tf.tools import _common
+from bert_tf import export
 from bert_tf import tuning
 
 FLAGS = flags.FLAGS
@@ -60,14 +61,6 @@ if _TASK in TOOLS:  # the task tool's own flags, defined as that tool defines th
   flags.adopt_module_key_flags(_TOOL_MODULE)
 
 
-def export_best(run_dir: str, export_dir: str) -> str:
-  """The export hook: the trial's kept model with the task's own SavedModel
-  export (:func:`bert_tf.export.fine_tuned.export_run`, as
-  ``export_saved_model.py`` exports any finished run)."""
-  from bert_tf.export import fine_tuned  # pylint: disable=g-import-not-at-top
-  return fine_tuned.export_run(fine_tuned.load_run(run_dir), None, export_dir)
-
-
 def main(argv):
   del argv
   if _TOOL_MODULE is None:
@@ -82,7 +75,7 @@ def main(argv):
     params = _common.params_from_flags(kind.params_cls, **overrides)
     search = tuning.Search(
         FLAGS.task, params, _common.params_from_flags(tuning.SearchParams),
-        strategy=strategy, exporter=export_best,
+        strategy=strategy, exporter=export.export_model,
         do_predict=bool(FLAGS["do_predict"].value) if "do_predict" in FLAGS else False,
         print_fn=lambda line: print(line, flush=True))
     search.run()

@@ -117,9 +117,10 @@ class Search:
       search's directory); the searched fields and ``seed`` are set per trial.
     search: :class:`bert_tf.tuning.space.SearchParams`.
     strategy: a ``tf.distribute`` strategy (default one device).
-    exporter: ``exporter(run_dir, export_dir) -> path``: writes the best
-      trial's SavedModel (the tool passes the task's own exporter through
-      ``bert_tf.export.fine_tuned``); None: no export.
+    exporter: ``exporter(model, run_dir, export_dir) -> path``: writes the
+      best trial's kept model (``best/``, rebuilt from the task) of the run
+      in ``run_dir`` under ``export_dir`` (the tool passes
+      ``bert_tf.export.export_model``); None: no export.
     do_predict: trials also write the task's test predictions.
     print_fn: progress lines (one per trial) go here.
 
@@ -137,7 +138,7 @@ class Search:
   """
 
   def __init__(self, task: str, params, search: space_lib.SearchParams, strategy=None,
-               exporter: Optional[Callable[[str, str], str]] = None,
+               exporter: Optional[Callable[[Any, str, str], str]] = None,
                do_predict: bool = False,
                print_fn: Callable[[str], None] = print):
     if task not in TASKS:
@@ -347,16 +348,21 @@ class Search:
       log.write(line + "\n")
       log.flush()
 
-    if self.strategy is None:
-      from bert_tf import distribute  # pylint: disable=g-import-not-at-top
-      self.strategy = distribute.get_strategy("one_device")
-    results = self.kind.run(params, self.strategy, print_fn, task, self.do_predict)
+    results = self.kind.run(params, self._strategy(), print_fn, task, self.do_predict)
     value = self._kept_value(run_dir, results)
     if value is None or not math.isfinite(value):
       raise FloatingPointError("%s is %s (the loss diverged?)" % (self.metric, value))
     if task.dev_report_task() is not None:
       results["dev_metric"] = self._report_on_dev(task, run_dir, print_fn)
     return value, results
+
+  def _strategy(self):
+    """The strategy given, else one device (made on first use: a rerun whose
+    trials all finished builds no TensorFlow runtime before the export)."""
+    if self.strategy is None:
+      from bert_tf import distribute  # pylint: disable=g-import-not-at-top
+      self.strategy = distribute.get_strategy("one_device")
+    return self.strategy
 
   def _reports_dev(self) -> bool:
     return self.task.dev_report_task() is not None
@@ -378,13 +384,20 @@ class Search:
       the Keras model.
     """
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    with self.strategy.scope():
+    with self._strategy().scope():
       model = task.build_model()
     objects = task.checkpoint_objects(model)
     if runner.restore_best(objects, run_dir) is None:
       tf.train.Checkpoint(**objects).read(
           run_dir_lib.model_checkpoint(run_dir)).expect_partial()
     return model
+
+  def _best_model(self, best: dict):
+    """The model the best trial kept (:meth:`kept_model` of its
+    :meth:`trial_task`), for the export hook."""
+    hparams = {k: best[k] for k in self.space.params}
+    task = self.trial_task(self._trial_params(hparams, int(best["seed"]), best["run_dir"]))
+    return self.kept_model(task, best["run_dir"])
 
   def _report_on_dev(self, task, run_dir, print_fn) -> float:
     """The kept model's metric on the untouched dev set (holdout searches)."""
@@ -529,7 +542,7 @@ class Search:
           os.path.exists(old["export_path"])):
         out["export_path"] = old["export_path"]
       elif self.exporter is not None and self.sp.export:
-        out["export_path"] = self.exporter(best["run_dir"],
+        out["export_path"] = self.exporter(self._best_model(best), best["run_dir"],
                                            os.path.join(self.output_dir, EXPORT_DIR))
       io_utils.atomic_write_text(path, json.dumps(out, indent=2, default=str) + "\n")
     self.print_fn("best: trial %d %s %s=%.4f (%s)%s" % (

@@ -4,9 +4,10 @@
 ``run_classifier`` (``run_classifier.py``) and ``run_squad``
 (``run_squad.py``) compose a task of
 :mod:`bert_tf.tasks` with :class:`bert_tf.runner.Runner`. Export is a hook
-(``exporter``) that the caller passes in: ``tools/run_classifier.py`` passes
-:func:`bert_tf.export.saved_model.export_classifier`; the library never
-imports :mod:`bert_tf.export`.
+(``exporter``) that the caller passes in, of one shape for every task
+(:data:`Exporter`): the tools and the search pass
+:func:`bert_tf.export.export_model`; the library never imports
+:mod:`bert_tf.export`.
 
 Example::
 
@@ -21,7 +22,7 @@ Example::
 from __future__ import annotations
 
 import os
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from bert_tf import config as config_lib
 from bert_tf import runner
@@ -30,6 +31,21 @@ from bert_tf.tasks import pretraining
 from bert_tf.tasks import squad
 from bert_tf.tasks import swag
 from bert_tf.tasks import tagging
+
+# The export hook: ``exporter(model, output_dir, export_dir) -> version path``,
+# given the in-memory model (the best one when kept), the run directory (its
+# ``<kind>_config.json``, ``bert_config.json`` and ``vocab.txt`` are written
+# there before training: the exporter builds what it needs from them) and
+# the export base directory.
+Exporter = Callable[[Any, str, str], str]
+
+
+def _export_fn(exporter: Optional[Exporter], params) -> Optional[Callable[[Any], str]]:
+  """The runner's ``export_fn(model)``: ``exporter`` bound to ``params``'s run
+  and export directories; None without an exporter or ``params.export_dir``."""
+  if exporter is None or not params.export_dir:
+    return None
+  return lambda model: exporter(model, params.output_dir, params.export_dir)
 
 
 def run_pretraining(config: config_lib.BertConfig,
@@ -81,7 +97,7 @@ def run_classifier(params: classification.ClassifierParams, strategy,
                    do_train: bool = True, do_eval: bool = True,
                    do_predict: bool = False,
                    print_fn: Callable[[str], None] = print,
-                   exporter: Optional[Callable] = None,
+                   exporter: Optional[Exporter] = None,
                    task: Optional[classification.ClassificationTask] = None) -> dict:
   """Fine-tunes, evaluates, predicts and exports, as asked.
 
@@ -99,9 +115,10 @@ def run_classifier(params: classification.ClassifierParams, strategy,
     do_train / do_eval / do_predict: what to run (dev evaluation after every
       epoch when training).
     print_fn: progress lines go here.
-    exporter: optional ``exporter(model, task) -> path`` called with the
-      final (best) model, e.g. a closure over
-      :func:`bert_tf.export.saved_model.export_classifier`.
+    exporter: optional :data:`Exporter`, called as ``exporter(model,
+      params.output_dir, params.export_dir)`` with the final (best) model
+      when ``params.export_dir`` is set (e.g.
+      :func:`bert_tf.export.export_model`).
     task: an already built task to run (its data read once; e.g. one
       search trial's :meth:`bert_tf.tasks.fine_tuning.FineTuningTask.with_params`
       copy); default: built from ``params``.
@@ -119,9 +136,7 @@ def run_classifier(params: classification.ClassifierParams, strategy,
     print_fn("fine-tuning %s: %d examples, %d steps (batch %d, %.3g epochs)" % (
         task.name, len(task.train), task.num_train_steps, params.train_batch_size,
         params.num_train_epochs))
-  export_fn = None
-  if exporter is not None:
-    export_fn = lambda model: exporter(model, task)  # pylint: disable=unnecessary-lambda-assignment
+  export_fn = _export_fn(exporter, params)
   return runner.Runner(runner.RunnerParams.from_params(params), print_fn).run(
       task, strategy, do_train=do_train, do_eval=do_eval and bool(task.devs),
       do_predict=do_predict,
@@ -131,7 +146,7 @@ def run_classifier(params: classification.ClassifierParams, strategy,
 
 def run_squad(params: squad.SquadParams, strategy,
               print_fn: Callable[[str], None] = print,
-              exporter: Optional[Callable] = None,
+              exporter: Optional[Exporter] = None,
               task: Optional[squad.QuestionAnsweringTask] = None) -> dict:
   """Fine-tunes on SQuAD and/or predicts, as ``params.do_train`` /
   ``params.do_predict`` ask (original ``run_squad.main``).
@@ -151,12 +166,11 @@ def run_squad(params: squad.SquadParams, strategy,
     params: :class:`bert_tf.tasks.squad.SquadParams`.
     strategy: a ``tf.distribute.Strategy``.
     print_fn: progress lines go here.
-    exporter: optional ``exporter(model, serving_info, export_dir) -> path``
-      called with the final model when ``params.export_dir`` is set;
-      ``serving_info`` is :meth:`QuestionAnsweringTask.serving_info` (the
-      vocab file, ``do_lower_case``, ``max_seq_length``, ``doc_stride``,
-      ``max_query_length``, ``n_best_size``, ``max_answer_length``,
-      ``version_2_with_negative``, ``null_score_diff_threshold``).
+    exporter: optional :data:`Exporter`, called as ``exporter(model,
+      params.output_dir, params.export_dir)`` with the final model when
+      ``params.export_dir`` is set (e.g. :func:`bert_tf.export.export_model`,
+      which reads the windowing and answer settings from
+      ``squad_config.json``).
     task: an already built task (see :func:`run_classifier`); default:
       built from ``params``.
 
@@ -181,9 +195,7 @@ def run_squad(params: squad.SquadParams, strategy,
     print_fn("predicting %s: %d questions, %d features%s" % (
         params.predict_file, len(task.predict_examples), len(task.predict_features),
         "" if task.has_answers else " (no answers: no metrics)"))
-  export_fn = None
-  if exporter is not None and params.export_dir:
-    export_fn = lambda model: exporter(model, task.serving_info(), params.export_dir)  # pylint: disable=unnecessary-lambda-assignment
+  export_fn = _export_fn(exporter, params)
   results = runner.Runner(runner.RunnerParams.from_params(params), print_fn).run(
       task, strategy, do_train=params.do_train,
       do_eval=params.do_predict and task.has_answers,
@@ -198,7 +210,7 @@ def run_squad(params: squad.SquadParams, strategy,
 
 def run_swag(params: swag.SwagParams, strategy,
              print_fn: Callable[[str], None] = print,
-             exporter: Optional[Callable] = None,
+             exporter: Optional[Exporter] = None,
              task: Optional[swag.MultipleChoiceTask] = None) -> dict:
   """Fine-tunes a multiple-choice model (SWAG layout, paper section 4.4),
   evaluates and predicts, as ``params.do_train`` / ``do_eval`` /
@@ -216,10 +228,10 @@ def run_swag(params: swag.SwagParams, strategy,
     params: :class:`bert_tf.tasks.swag.SwagParams`.
     strategy: a ``tf.distribute.Strategy``.
     print_fn: progress lines go here.
-    exporter: optional ``exporter(model, task) -> path`` called with the
-      final (best) model when ``params.export_dir`` is set, e.g. a closure
-      over :func:`bert_tf.export.export_multiple_choice` (``task.preprocessor``,
-      ``task.num_choices``).
+    exporter: optional :data:`Exporter`, called as ``exporter(model,
+      params.output_dir, params.export_dir)`` with the final (best) model
+      when ``params.export_dir`` is set (e.g.
+      :func:`bert_tf.export.export_model`: the multiple-choice export).
     task: an already built task (see :func:`run_classifier`); default:
       built from ``params``.
 
@@ -242,7 +254,7 @@ def run_swag(params: swag.SwagParams, strategy,
 
 def run_ner(params: tagging.NerParams, strategy,
             print_fn: Callable[[str], None] = print,
-            exporter: Optional[Callable] = None,
+            exporter: Optional[Exporter] = None,
             task: Optional[tagging.TokenTaggingTask] = None) -> dict:
   """Fine-tunes a token tagger (NER, paper section 4.3) on CoNLL files,
   evaluates and predicts, as ``params.do_train`` / ``do_eval`` /
@@ -261,9 +273,10 @@ def run_ner(params: tagging.NerParams, strategy,
     params: :class:`bert_tf.tasks.tagging.NerParams`.
     strategy: a ``tf.distribute.Strategy``.
     print_fn: progress lines go here.
-    exporter: optional ``exporter(model, task) -> path`` called with the
-      final (best) model when ``params.export_dir`` is set, e.g. a closure
-      over :func:`bert_tf.export.export_tagger`.
+    exporter: optional :data:`Exporter`, called as ``exporter(model,
+      params.output_dir, params.export_dir)`` with the final (best) model
+      when ``params.export_dir`` is set (e.g.
+      :func:`bert_tf.export.export_model`: the tagger export).
     task: an already built task (see :func:`run_classifier`); default:
       built from ``params``.
 
@@ -289,11 +302,8 @@ def run_ner(params: tagging.NerParams, strategy,
 def _run_file_task(task, params, strategy, print_fn, exporter) -> dict:
   """The runner over a task with ``train``/``dev``/``test`` file splits
   (multiple choice, tagging): evaluates when a dev file was read, predicts
-  when a test file was, exports through ``exporter(model, task)`` when
-  ``params.export_dir`` is set."""
-  export_fn = None
-  if exporter is not None and params.export_dir:
-    export_fn = lambda model: exporter(model, task)  # pylint: disable=unnecessary-lambda-assignment
+  when a test file was, exports through ``exporter`` (:func:`_export_fn`)."""
+  export_fn = _export_fn(exporter, params)
   return runner.Runner(runner.RunnerParams.from_params(params), print_fn).run(
       task, strategy, do_train=params.do_train, do_eval=bool(task.dev),
       do_predict=bool(task.test), eval_at_steps=task.eval_at_steps() if task.dev else (),

@@ -16,10 +16,17 @@ Public API (imported lazily):
   tags and entity spans (code-point offsets) out (``export.tagging``).
 * :func:`export_encoder_all_layers` - feature extraction: raw strings in,
   every layer's hidden states out (``export.features``).
+* :func:`export_model` - the export hook of every task and caller
+  (``export_model(model, output_dir, export_dir, format="saved_model")``:
+  the run's default export of an in-memory model); :func:`export_run` -
+  the same exporter for a run rebuilt by :func:`load_run`.
 * :func:`load_fine_tuned` - rebuild a ``run_classifier.py`` output dir.
 * :func:`read_metadata` - an export's ``assets.extra/bert_tf_export.json``.
 
-Modules: ``saved_model`` (serving modules, SavedModel writing), ``warmup``
+Modules: ``base`` (the plumbing every SavedModel export shares: variable
+tracking, tracing, versioned atomic writing), ``saved_model`` (the
+classifier, preprocessor and encoder exports), ``client`` (the TF-only
+request/response client and the layout both sides share), ``warmup``
 (``tf_serving_warmup_requests``), ``serving_ops`` (non-core ops and the
 minimum TF Serving version), ``fine_tuned`` (rebuild a run directory),
 ``squad`` (the SQuAD serving module), ``c_api`` (a signature's tensor names
@@ -47,6 +54,7 @@ _API = {
     "FineTuned": "bert_tf.export.fine_tuned",
     "load_run": "bert_tf.export.fine_tuned",
     "export_run": "bert_tf.export.fine_tuned",
+    "export_model": "bert_tf.export.fine_tuned",
     "run_kind": "bert_tf.export.fine_tuned",
 }
 

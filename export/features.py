@@ -41,6 +41,7 @@ import tensorflow as tf
 
 from bert_tf import preprocessing
 from bert_tf import tokenization
+from bert_tf.export import base
 from bert_tf.export import saved_model
 
 
@@ -59,7 +60,7 @@ class AllLayersServingModule(tf.Module):
 
   def __init__(self, encoder, preprocessor: "preprocessing.BertPreprocessor"):
     super().__init__(name="bert_all_layers_serving")
-    saved_model._track_tf_variables(self, encoder)  # pylint: disable=protected-access
+    base.track_tf_variables(self, encoder)
     self.preprocessor = preprocessor
     vocab = tokenization.load_vocab(preprocessor.vocab_file)
     words = [""] * len(vocab)
@@ -68,10 +69,10 @@ class AllLayersServingModule(tf.Module):
     self.vocab = tf.Variable(words, trainable=False, dtype=tf.string, name="vocab")
     spec = lambda n: tf.TensorSpec([None], tf.string, name=n)
     self.serve = tf.function(
-        lambda text_a: self.predict(saved_model.as_batch(text_a)),
+        lambda text_a: self.predict(base.as_batch(text_a)),
         autograph=False, input_signature=[spec("text_a")])
     self.serve_pair = tf.function(
-        lambda text_a, text_b: self.predict(*saved_model.check_same_batch(text_a, text_b)),
+        lambda text_a, text_b: self.predict(*base.check_same_batch(text_a, text_b)),
         autograph=False, input_signature=[spec("text_a"), spec("text_b")])
 
   @property
@@ -81,7 +82,7 @@ class AllLayersServingModule(tf.Module):
   def predict(self, text_a: tf.Tensor, text_b: Optional[tf.Tensor] = None) -> dict:
     """The serving computation on string [B] batches; returns the output dict."""
     features = preprocessing.trim_to_longest(self.preprocessor(text_a, text_b))
-    out = saved_model._serving_call(self, features)  # pylint: disable=protected-access
+    out = base.serving_call(self, features)
     mask = features["input_mask"]
     ids = features["input_ids"]
     tokens = tf.where(mask > 0, tf.gather(self.vocab, ids), tf.constant(""))
@@ -144,5 +145,5 @@ def export_encoder_all_layers(encoder, export_dir: str, vocab_file: Optional[str
   sentences = list(saved_model.WARMUP_SENTENCES)
   requests = [("serving_default", {"text_a": sentences}),
               ("pair", {"text_a": sentences, "text_b": list(saved_model.WARMUP_REPLIES)})]
-  return saved_model._write_export(module, signatures, export_dir, version,  # pylint: disable=protected-access
+  return base.write_export(module, signatures, export_dir, version,
                                    metadata, requests)

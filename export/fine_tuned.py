@@ -33,6 +33,14 @@ a run back (the best model when kept, else the latest checkpoint) and
   a pretraining run has no vocab, so ``preprocessor`` and ``features`` need
   ``vocab_file``.
 
+The same per-kind exporter serves every caller: :func:`export_model`
+(``exporter(model, output_dir, export_dir) -> path``, the hook that
+``bert_tf.jobs`` calls with the in-memory model of a live run or a search's
+best trial: the run's files via :func:`read_run`, the model as given) and
+:func:`export_run` (a re-export of :func:`load_run`'s rebuilt model). The
+format is a writer in :data:`FORMATS` (``saved_model``: :func:`write_saved_model`);
+another format is one module and one entry there.
+
 :func:`load_fine_tuned` is the classifier-only reader kept for its callers.
 ``tools/export_saved_model.py`` is the command line.
 """
@@ -40,44 +48,33 @@ a run back (the best model when kept, else the latest checkpoint) and
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import json
 import os
-from typing import List, Optional
+from typing import Callable, Dict, List, Optional
 
 import tensorflow as tf
 
 from bert_tf import config as config_lib
 from bert_tf import errors
 from bert_tf import preprocessing
-from bert_tf import runner
+from bert_tf import run_dir
 from bert_tf.modeling import encoder as encoder_lib
 from bert_tf.modeling import models
 from bert_tf.modeling import multiple_choice as multiple_choice_model
 from bert_tf.modeling import tagging as tagging_model
-from bert_tf.tasks import classification as classifier
-from bert_tf.tasks import squad as squad_task
-from bert_tf.tasks import swag as swag_task
-from bert_tf.tasks import tagging as tagging_task
 from bert_tf.export import features as features_export
 from bert_tf.export import multiple_choice as multiple_choice_export
 from bert_tf.export import saved_model
 from bert_tf.export import squad as squad_export
 from bert_tf.export import tagging as tagging_export
 
-RUN_CONFIG = classifier.RUN_CONFIG
-BEST_DIR = runner.BEST_DIR
+RUN_CONFIG = run_dir.CLASSIFIER_CONFIG
+BEST_DIR = run_dir.BEST_DIR
 
 FineTunedDirError = errors.FineTunedDirError  # re-exported; defined in bert_tf.errors
 
-# Run kind -> (the config file that marks it, the tool that writes it).
-RUN_CONFIGS = {
-    "classifier": (classifier.RUN_CONFIG, "run_classifier.py"),
-    "squad": (squad_task.RUN_CONFIG, "run_squad.py"),
-    "ner": (tagging_task.RUN_CONFIG, "run_ner.py"),
-    "swag": (swag_task.RUN_CONFIG, "run_swag.py"),
-}
-PRETRAINING = "pretraining"
+RUN_CONFIGS = run_dir.RUN_CONFIGS
+PRETRAINING = run_dir.PRETRAINING
 # What each kind of run can export; the first is the default.
 EXPORTS = {
     "classifier": ("classifier", "preprocessor", "encoder", "features"),
@@ -168,8 +165,7 @@ def run_kind(output_dir: str) -> str:
         "%s: missing bert_config.json (not the --output_dir of run_classifier.py, "
         "run_squad.py, run_ner.py, run_swag.py or run_pretraining.py?)" % output_dir,
         argument="output_dir")
-  kinds = [k for k, (name, _) in RUN_CONFIGS.items()
-           if os.path.exists(os.path.join(output_dir, name))]
+  kinds = run_dir.run_kinds(output_dir)
   if len(kinds) > 1:
     raise FineTunedDirError("%s holds the run configs of several runs (%s): use one "
                             "--output_dir per run" % (output_dir, ", ".join(
@@ -191,9 +187,7 @@ def _read_json(path: str) -> dict:
 
 def _checkpoint(output_dir: str, checkpoint: Optional[str]) -> str:
   """The checkpoint to read: ``checkpoint``, else ``best/``'s, else the latest."""
-  best = os.path.join(output_dir, BEST_DIR)
-  ckpt = checkpoint or (os.path.isdir(best) and tf.train.latest_checkpoint(best)
-                        ) or tf.train.latest_checkpoint(output_dir)
+  ckpt = checkpoint or run_dir.model_checkpoint(output_dir)
   if not ckpt:
     raise FineTunedDirError("%s: no checkpoint (ckpt-N.index) found" % output_dir)
   if not tf.io.gfile.exists(ckpt + ".index"):
@@ -247,6 +241,56 @@ def _sequence_length(value: Optional[int], config: config_lib.BertConfig) -> int
   return seq
 
 
+def read_run(output_dir: str, max_seq_length: Optional[int] = None,
+             vocab_file: Optional[str] = None,
+             do_lower_case: Optional[bool] = None) -> RunDir:
+  """A run directory's files without its weights: what an export of the
+  run's model needs beside the model (kind, configs, tokenizer, length).
+
+  Args:
+    output_dir, max_seq_length, vocab_file, do_lower_case: as :func:`load_run`.
+
+  Returns:
+    :class:`RunDir` with ``model``, ``encoder`` and ``checkpoint`` None.
+
+  Raises:
+    FineTunedDirError, ConfigError: as :func:`load_run`, except the
+      checkpoint checks.
+  """
+  kind = run_kind(output_dir)
+  config = config_lib.BertConfig.from_json_file(
+      os.path.join(output_dir, run_dir.BERT_CONFIG))
+  if kind == PRETRAINING:
+    if vocab_file is not None and not os.path.exists(vocab_file):
+      raise FineTunedDirError("--vocab_file %s: no such file" % vocab_file,
+                              argument="vocab_file")
+    seq = _sequence_length(max_seq_length or min(DEFAULT_PRETRAINING_SEQ,
+                                                 config.max_position_embeddings),
+                           config)
+    return RunDir(output_dir, kind, config, {}, None, None, vocab_file,
+                  True if do_lower_case is None else bool(do_lower_case), False,
+                  seq, None)
+  name, tool = RUN_CONFIGS[kind]
+  path = os.path.join(output_dir, name)
+  run_config = _read_json(path)
+  own_vocab = os.path.join(output_dir, run_dir.VOCAB)
+  if not os.path.exists(own_vocab):
+    raise FineTunedDirError("%s: missing vocab.txt (not a %s --output_dir?)" % (
+        output_dir, tool))
+  for flag, value in (("vocab_file", vocab_file), ("do_lower_case", do_lower_case)):
+    if value is not None:
+      raise FineTunedDirError(
+          "--%s is for run_pretraining.py runs; %s is a %s run and uses its own "
+          "vocab.txt and %s" % (flag, output_dir, tool, name), argument=flag)
+  seq = _sequence_length(max_seq_length or run_config.get("max_seq_length", 128), config)
+  if kind == "classifier":
+    is_pair, is_regression = _task_shape(run_config, path)
+    run_config = dict(run_config, is_pair=is_pair, is_regression=is_regression)
+  return RunDir(output_dir, kind, config, run_config, None, None, own_vocab,
+                bool(run_config.get("do_lower_case", True)),
+                bool(run_config.get("preserve_unused_tokens", False)), seq, None)
+
+
 def load_run(output_dir: str, checkpoint: Optional[str] = None,
              max_seq_length: Optional[int] = None, vocab_file: Optional[str] = None,
              do_lower_case: Optional[bool] = None) -> RunDir:
@@ -256,7 +300,7 @@ def load_run(output_dir: str, checkpoint: Optional[str] = None,
     output_dir: the run's ``--output_dir``.
     checkpoint: a checkpoint prefix (``.../ckpt-N``); default the best dev
       model (``output_dir/best/``) when there is one, else the latest
-      checkpoint in ``output_dir``.
+      checkpoint in ``output_dir`` (:func:`bert_tf.run_dir.model_checkpoint`).
     max_seq_length: overrides the run's ``max_seq_length`` (3 ..
       ``max_position_embeddings``; a pretraining run records none: default
       128, capped at ``max_position_embeddings``).
@@ -274,51 +318,39 @@ def load_run(output_dir: str, checkpoint: Optional[str] = None,
       that records its own (the message names the file or flag).
     ConfigError: a bad ``bert_config.json``.
   """
-  kind = run_kind(output_dir)
-  config = config_lib.BertConfig.from_json_file(
-      os.path.join(output_dir, "bert_config.json"))
-  ckpt = _checkpoint(output_dir, checkpoint)
-  if kind == PRETRAINING:
-    if vocab_file is not None and not os.path.exists(vocab_file):
-      raise FineTunedDirError("--vocab_file %s: no such file" % vocab_file,
-                              argument="vocab_file")
-    seq = _sequence_length(max_seq_length or min(DEFAULT_PRETRAINING_SEQ,
-                                                 config.max_position_embeddings),
-                           config)
-    encoder = encoder_lib.BertEncoder(config, name="bert")
+  run_kind(output_dir)
+  config_lib.BertConfig.from_json_file(os.path.join(output_dir, run_dir.BERT_CONFIG))
+  ckpt = _checkpoint(output_dir, checkpoint)  # no checkpoint: said before the rest
+  run = read_run(output_dir, max_seq_length, vocab_file, do_lower_case)
+  if run.kind == PRETRAINING:
+    encoder = encoder_lib.BertEncoder(run.config, name="bert")
     _restore(ckpt, "the encoder of %s (bert_config.json)" % output_dir, encoder=encoder)
-    return RunDir(output_dir, kind, config, {}, None, encoder, vocab_file,
-                  True if do_lower_case is None else bool(do_lower_case), False,
-                  seq, ckpt)
-  name, tool = RUN_CONFIGS[kind]
-  path = os.path.join(output_dir, name)
-  run_config = _read_json(path)
-  own_vocab = os.path.join(output_dir, "vocab.txt")
-  if not os.path.exists(own_vocab):
-    raise FineTunedDirError("%s: missing vocab.txt (not a %s --output_dir?)" % (
-        output_dir, tool))
-  for flag, value in (("vocab_file", vocab_file), ("do_lower_case", do_lower_case)):
-    if value is not None:
-      raise FineTunedDirError(
-          "--%s is for run_pretraining.py runs; %s is a %s run and uses its own "
-          "vocab.txt and %s" % (flag, output_dir, tool, name), argument=flag)
-  seq = _sequence_length(max_seq_length or run_config.get("max_seq_length", 128), config)
-  if kind == "classifier":
-    is_pair, is_regression = _task_shape(run_config, path)
-    run_config = dict(run_config, is_pair=is_pair, is_regression=is_regression)
-    num = 1 if is_regression else len(_labels(run_config, path))
-    model = models.build_classifier(config, num)
-  elif kind == "squad":
-    model = models.build_question_answerer(config)
-  elif kind == "ner":
-    model = tagging_model.BertTokenClassifier(config, len(_labels(run_config, path)))
-  else:
-    model = multiple_choice_model.build_multiple_choice(config)
-  _restore(ckpt, "the %s model of %s (bert_config.json, %s)" % (kind, output_dir, name),
-           model=model)
-  return RunDir(output_dir, kind, config, run_config, model, model.encoder, own_vocab,
-                bool(run_config.get("do_lower_case", True)),
-                bool(run_config.get("preserve_unused_tokens", False)), seq, ckpt)
+    return dataclasses.replace(run, encoder=encoder, checkpoint=ckpt)
+  model = _build_model(run)
+  _restore(ckpt, "the %s model of %s (bert_config.json, %s)" % (
+      run.kind, output_dir, RUN_CONFIGS[run.kind][0]), model=model)
+  return dataclasses.replace(run, model=model, encoder=model.encoder, checkpoint=ckpt)
+
+
+def _build_model(run: RunDir):
+  """The fine-tuned Keras model a run of ``run.kind`` trains (fresh weights)."""
+  path = os.path.join(run.output_dir, RUN_CONFIGS[run.kind][0])
+  if run.kind == "classifier":
+    num = 1 if run.run_config["is_regression"] else len(_labels(run.run_config, path))
+    return models.build_classifier(run.config, num)
+  if run.kind == "squad":
+    return models.build_question_answerer(run.config)
+  if run.kind == "ner":
+    return tagging_model.BertTokenClassifier(run.config, len(_labels(run.run_config, path)))
+  return multiple_choice_model.build_multiple_choice(run.config)
+
+
+def with_model(run: RunDir, model) -> RunDir:
+  """``run`` holding ``model`` (an in-memory model of the run's kind; for a
+  pretraining run a ``BertPretrainer`` or its ``BertEncoder``)."""
+  if run.kind == PRETRAINING:
+    return dataclasses.replace(run, encoder=getattr(model, "encoder", model))
+  return dataclasses.replace(run, model=model, encoder=model.encoder)
 
 
 def run_preprocessor(run: RunDir) -> preprocessing.BertPreprocessor:
@@ -338,50 +370,19 @@ def run_preprocessor(run: RunDir) -> preprocessing.BertPreprocessor:
                                         run.max_seq_length, **kwargs)
 
 
-def export_run(run: RunDir, what: Optional[str], export_dir: str,
-               version: Optional[int] = None, xla: bool = False,
-               dtype: str = "float32") -> str:
-  """Writes ``export_dir/<version>/`` for ``run``; returns its path.
+def write_saved_model(run: RunDir, what: str, export_dir: str,
+                      version: Optional[int] = None, xla: bool = False,
+                      dtype: str = "float32") -> str:
+  """The ``saved_model`` format: ``export_dir/<version>/`` of ``what`` for ``run``.
 
   Args:
-    run: :func:`load_run`'s result.
-    what: one of :data:`WHATS` that fits the run (:data:`EXPORTS`), or None
-      for the run's own model (a pretraining run: ``encoder``).
-    export_dir: the model's base directory (TF Serving ``model_base_path``).
-    version: integer version; default the next free one.
-    xla: a classifier export whose model body is XLA-compiled on bucketed
-      shapes (:class:`bert_tf.export.saved_model.ClassifierServingModule`).
-    dtype: a classifier export's compute dtype, ``float32`` (default) or
-      ``bfloat16`` (same class).
+    run: a :class:`RunDir` holding its model (:func:`load_run`, :func:`with_model`).
+    what: one of :data:`EXPORTS` ``[run.kind]`` (checked by :func:`export_run`).
+    export_dir, version, xla, dtype: see :func:`export_run`.
 
   Returns:
-    the path of the version directory (written under a temporary name and
-    renamed when whole).
-
-  Raises:
-    FineTunedDirError: ``what`` does not fit the run, a pretraining run's
-      ``preprocessor`` / ``features`` without a vocab, ``xla`` or a
-      ``dtype`` other than float32 for an export other than ``classifier``,
-      or an unknown ``dtype``.
-    FileExistsError: that version already exists.
-    ValueError / bert_tf.errors.BertTfError: the exporter's checks (lengths).
+    the path of the version directory.
   """
-  allowed = EXPORTS[run.kind]
-  what = what or allowed[0]
-  if what not in allowed:
-    raise FineTunedDirError(
-        "--what=%s: %s is a %s run; it exports as %s" % (
-            what, run.output_dir, run.tool, ", ".join(allowed)), argument="what")
-  if xla and what != "classifier":
-    raise FineTunedDirError("--xla: only the classifier export has an XLA-compiled "
-                            "body (this is --what=%s)" % what, argument="xla")
-  if dtype not in saved_model.SERVING_DTYPES:
-    raise FineTunedDirError("--serving_dtype=%s: one of %s" % (
-        dtype, ", ".join(saved_model.SERVING_DTYPES)), argument="serving_dtype")
-  if dtype != "float32" and what != "classifier":
-    raise FineTunedDirError("--serving_dtype=%s: only the classifier export serves in "
-                            "another dtype (this is --what=%s)" % (dtype, what),
-                            argument="serving_dtype")
   cfg = run.run_config
   if what == "encoder":
     return saved_model.export_encoder(run.encoder, export_dir, version,
@@ -398,10 +399,7 @@ def export_run(run: RunDir, what: Optional[str], export_dir: str,
         run.model, pre, labels, export_dir, run.task_name, cfg["is_pair"], version,
         is_regression=cfg["is_regression"], xla=xla, dtype=dtype)
   if what == "squad":
-    params = inspect.signature(squad_export.export_squad).parameters
-    settings = {k: v for k, v in cfg.items() if k in params and k not in (
-        "model", "vocab_file", "do_lower_case", "export_dir", "max_seq_length",
-        "version")}
+    settings = {k: cfg[k] for k in SQUAD_SETTINGS if k in cfg}
     return squad_export.export_squad(
         run.model, run.vocab_file, run.do_lower_case, export_dir,
         max_seq_length=run.max_seq_length, version=version, **settings)
@@ -411,6 +409,100 @@ def export_run(run: RunDir, what: Optional[str], export_dir: str,
         doc_stride=int(cfg.get("doc_stride", 64)), version=version)
   return multiple_choice_export.export_multiple_choice(
       run.model, pre, export_dir, int(cfg.get("num_choices") or 4), version)
+
+
+# squad_config.json's settings that export_squad takes as they are.
+SQUAD_SETTINGS = ("doc_stride", "max_query_length", "max_answer_length",
+                  "version_2_with_negative", "null_score_diff_threshold", "n_best_size",
+                  "preserve_unused_tokens")
+
+# Export format -> its writer ``(run, what, export_dir, version=, xla=, dtype=)
+# -> path``. A new format (LiteRT, a transformers directory) is one module
+# with such a writer and one entry here.
+FORMATS: Dict[str, Callable[..., str]] = {"saved_model": write_saved_model}
+
+
+def export_run(run: RunDir, what: Optional[str], export_dir: str,
+               version: Optional[int] = None, xla: bool = False,
+               dtype: str = "float32", *, format: str = "saved_model") -> str:  # pylint: disable=redefined-builtin
+  """Writes ``export_dir/<version>/`` for ``run``; returns its path.
+
+  Args:
+    run: :func:`load_run`'s result (or :func:`with_model`'s).
+    what: one of :data:`WHATS` that fits the run (:data:`EXPORTS`), or None
+      for the run's own model (a pretraining run: ``encoder``).
+    export_dir: the model's base directory (TF Serving ``model_base_path``).
+    version: integer version; default the next free one.
+    xla: a classifier export whose model body is XLA-compiled on bucketed
+      shapes (:class:`bert_tf.export.saved_model.ClassifierServingModule`).
+    dtype: a classifier export's compute dtype, ``float32`` (default) or
+      ``bfloat16`` (same class).
+    format: one of :data:`FORMATS` (``saved_model``).
+
+  Returns:
+    the path of the version directory (written under a temporary name and
+    renamed when whole).
+
+  Raises:
+    FineTunedDirError: ``what`` does not fit the run, a pretraining run's
+      ``preprocessor`` / ``features`` without a vocab, ``xla`` or a
+      ``dtype`` other than float32 for an export other than ``classifier``,
+      an unknown ``dtype`` or ``format``.
+    FileExistsError: that version already exists.
+    ValueError / bert_tf.errors.BertTfError: the exporter's checks (lengths).
+  """
+  if format not in FORMATS:
+    raise FineTunedDirError("format %r: one of %s" % (format, ", ".join(sorted(FORMATS))),
+                            argument="format")
+  allowed = EXPORTS[run.kind]
+  what = what or allowed[0]
+  if what not in allowed:
+    raise FineTunedDirError(
+        "--what=%s: %s is a %s run; it exports as %s" % (
+            what, run.output_dir, run.tool, ", ".join(allowed)), argument="what")
+  if xla and what != "classifier":
+    raise FineTunedDirError("--xla: only the classifier export has an XLA-compiled "
+                            "body (this is --what=%s)" % what, argument="xla")
+  if dtype not in saved_model.SERVING_DTYPES:
+    raise FineTunedDirError("--serving_dtype=%s: one of %s" % (
+        dtype, ", ".join(saved_model.SERVING_DTYPES)), argument="serving_dtype")
+  if dtype != "float32" and what != "classifier":
+    raise FineTunedDirError("--serving_dtype=%s: only the classifier export serves in "
+                            "another dtype (this is --what=%s)" % (dtype, what),
+                            argument="serving_dtype")
+  return FORMATS[format](run, what, export_dir, version=version, xla=xla, dtype=dtype)
+
+
+def export_model(model, output_dir: str, export_dir: str, *,
+                 format: str = "saved_model") -> str:  # pylint: disable=redefined-builtin
+  """The export hook of every task and caller (a live run, a search's best
+  trial): ``model``'s default export for the run in ``output_dir``.
+
+  Builds what the export needs beside the model from the files the task
+  wrote into ``output_dir`` before training (``<kind>_config.json``,
+  ``bert_config.json``, ``vocab.txt``) and writes it as :func:`export_run`
+  does for a re-export, so a live export and a re-export of the same
+  weights are the same export.
+
+  Args:
+    model: the in-memory Keras model of the run's kind (the best one when
+      the run kept one): ``BertClassifier``, ``BertQuestionAnswerer``,
+      ``BertTokenClassifier``, ``BertMultipleChoice``; for a pretraining run
+      a ``BertPretrainer`` or ``BertEncoder`` (exported as the encoder).
+    output_dir: the run directory (its kind from
+      :func:`bert_tf.run_dir.run_kinds`, else :data:`PRETRAINING`).
+    export_dir: the export base directory; writes ``export_dir/<next version>/``.
+    format: one of :data:`FORMATS`.
+
+  Returns:
+    the written version path.
+
+  Raises:
+    FineTunedDirError: a missing or unreadable run file, an unknown ``format``.
+    ValueError / bert_tf.errors.BertTfError: the exporter's checks.
+  """
+  return export_run(with_model(read_run(output_dir), model), None, export_dir,
+                    format=format)
 
 
 def load_fine_tuned(output_dir: str, checkpoint: Optional[str] = None,

@@ -33,7 +33,7 @@ round-robin trimmer, as a long classifier input is.
 The export holds ``assets.extra/tf_serving_warmup_requests`` and the
 metadata file (``bert_tf_export.json``: ``num_choices``, inputs, ops, the
 minimum TF Serving version), written by
-:func:`bert_tf.export.saved_model._write_export`.
+:func:`bert_tf.export.base.write_export`.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import preprocessing
-from bert_tf.export import saved_model
+from bert_tf.export import base
 from bert_tf.modeling import multiple_choice
 
 WARMUP_CONTEXTS = ("The most reasonable step of 'Bake Bread' is", "")
@@ -76,7 +76,7 @@ class MultipleChoiceServingModule(tf.Module):
     super().__init__(name="bert_multiple_choice_serving")
     if int(num_choices) < 1:
       raise ValueError("num_choices must be at least 1, got %r" % (num_choices,))
-    saved_model._track_tf_variables(self, model)  # pylint: disable=protected-access
+    base.track_tf_variables(self, model)
     self.preprocessor = preprocessor
     self.num_choices = int(num_choices)
     self.serve = tf.function(self._serve, autograph=False, input_signature=[
@@ -91,13 +91,13 @@ class MultipleChoiceServingModule(tf.Module):
     """The serving computation on ``context`` [B] and ``endings`` [B, N]
     (already flattened / shaped); returns the signature's output dict."""
     features = multiple_choice.choice_features(self.preprocessor, context, endings)
-    logits = tf.cast(saved_model._serving_call(self, features), tf.float32)  # pylint: disable=protected-access
+    logits = tf.cast(base.serving_call(self, features), tf.float32)
     return {"probabilities": tf.nn.softmax(logits, axis=-1), "logits": logits,
             "label_id": tf.argmax(logits, axis=-1, output_type=tf.int32)}
 
   def _serve(self, context, endings):
-    context = saved_model.as_batch(context)
-    endings = saved_model.as_batch(endings)
+    context = base.as_batch(context)
+    endings = base.as_batch(endings)
     check = tf.debugging.assert_equal(
         tf.size(endings), tf.size(context) * self.num_choices,
         message="endings must hold num_choices=%d strings per context" %
@@ -127,7 +127,7 @@ def export_multiple_choice(model, preprocessor: preprocessing.BertPreprocessor,
     export_dir: the model's base directory (TF Serving ``model_base_path``).
     num_choices: N, endings per context.
     version: integer version; default
-      :func:`bert_tf.export.saved_model.next_version`.
+      :func:`bert_tf.export.base.next_version`.
 
   Returns:
     the path of the version directory (written under a temporary name and
@@ -155,6 +155,6 @@ def export_multiple_choice(model, preprocessor: preprocessing.BertPreprocessor,
       "do_lower_case": preprocessor.do_lower_case,
       "preserve_unused_tokens": preprocessor.preserve_unused_tokens,
   }
-  return saved_model._write_export(  # pylint: disable=protected-access
+  return base.write_export(
       module, {"serving_default": module.serve}, export_dir, version,
       metadata, _warmup_requests(module.num_choices))

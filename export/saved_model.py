@@ -11,7 +11,7 @@ TF Serving ignores non-numeric directories):
 
   - inputs: ``text`` string [B] (single-sentence tasks), or ``text_a`` and
     ``text_b`` string [B] (pair tasks; different lengths ->
-    ``INVALID_ARGUMENT``); another rank is flattened to [B] (:func:`as_batch`);
+    ``INVALID_ARGUMENT``); another rank is flattened to [B] (:func:`bert_tf.export.base.as_batch`);
   - outputs: ``probabilities`` float32 [B, num_labels], ``logits`` float32
     [B, num_labels], ``label_ids`` int32 [B], ``labels`` string [B]; for
     regression (STS-B) only ``predictions`` float32 [B].
@@ -43,71 +43,18 @@ build that links them (>= ``min_tf_serving_version`` in the metadata).
 """
 
 import json
-import os
-import re
 
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import io_utils
 from bert_tf import preprocessing
-from bert_tf.modeling import layers as bert_layers
-from bert_tf.export import serving_ops
-from bert_tf.export import warmup
+from bert_tf.export import base
+from bert_tf.export import client
 
-METADATA_FILE = "bert_tf_export.json"
+METADATA_FILE = base.METADATA_FILE
 WARMUP_SENTENCES = ("A gorgeous, witty, seductive movie.", "",
                     "The plot is a mess and the acting is even worse. " * 30)
 WARMUP_REPLIES = ("yeah.", "let me see what i can do.", "")
-
-
-class _Untracked:
-  """Holds an object out of ``tf.Module`` attribute tracking."""
-
-  def __init__(self, obj):
-    self.obj = obj
-
-
-def _track_tf_variables(module, layer, dtype=None):
-  """Makes ``layer``'s weights part of ``module``'s SavedModel as plain tf.Variables.
-
-  A Keras 3 variable wraps a ``tf.Variable``; when the Keras object itself is
-  tracked, ``tf.saved_model.save`` checkpoints a *copy* of each variable
-  (``Variable_N`` in the graph) while the serving functions read the
-  wrapped one. Python's object-graph loader reconnects them, but the
-  session-based C++ loader that TF Serving uses (``LoadSavedModel`` /
-  ``TF_LoadSessionFromSavedModel``) only runs the restore op, which fills the
-  copies: the first request fails with "Could not find variable
-  pooler/bias" (found by ``tests/test_export.py``'s C loader). Tracking the
-  wrapped ``tf.Variable``s directly, and not the Keras object, gives one
-  variable per weight that is both restored and read.
-
-  Every query/key/value kernel and bias is saved once, as the concatenated
-  copies of a :class:`bert_tf.modeling.layers.FusedQKV` (``fused_qkv``):
-  the serving graph, traced through :func:`_serving_call`, reads those and
-  never concatenates kernels per request. With ``dtype`` (``"bfloat16"``)
-  those copies, and every other projection of the blocks, are saved in that
-  dtype and the graph computes in it (``FusedQKV(dtype=...)``).
-  """
-  module._layer = _Untracked(layer)
-  fused = bert_layers.FusedQKV(layer, dtype=dtype)
-  module._fused_qkv = _Untracked(fused)
-  replaced = {id(v) for v in fused.replaced}
-  module.weights = [v.value for v in layer.variables if id(v.value) not in replaced]
-  module.fused_qkv = list(fused.variables)
-
-
-def _serving_call(module, inputs, **kwargs):
-  """``module``'s model on ``inputs`` (``training=False``) as the export traces
-  it: with the fused query/key/value copies where :func:`_track_tf_variables`
-  made them (a module that holds its model untracked, for in-process use,
-  calls it plainly). ``kwargs`` go to the model's call."""
-  model = module._layer.obj  # pylint: disable=protected-access
-  fused = getattr(module, "_fused_qkv", None)
-  if fused is None:
-    return model(inputs, training=False, **kwargs)
-  with fused.obj.active():
-    return model(inputs, training=False, **kwargs)
 
 
 # An ``xla=True`` export runs the model body XLA-compiled where that is
@@ -143,7 +90,7 @@ def xla_shapes(max_seq_length: int) -> list:
 
 
 def _xla_or_graph_call(module, features, max_seq_length):
-  """:func:`_serving_call`, XLA-compiled on a bucketed shape when small.
+  """:func:`bert_tf.export.base.serving_call`, XLA-compiled on a bucketed shape when small.
 
   Pads the [B, S] features (ids 0, mask 0: attention never reads padding,
   and the padding rows are dropped after) to the smallest shape of
@@ -170,43 +117,9 @@ def _xla_or_graph_call(module, features, max_seq_length):
     return module._xla_body(padded)[:batch]  # pylint: disable=protected-access
 
   def graph():
-    return tf.cast(_serving_call(module, features), tf.float32)
+    return tf.cast(base.serving_call(module, features), tf.float32)
 
   return tf.cond(small, compiled, graph)
-
-
-def _string_spec(name):
-  return tf.TensorSpec([None], tf.string, name=name)
-
-
-def as_batch(text):
-  """``text`` as a 1-D string batch [B]: any other rank is flattened.
-
-  Signature shapes are not enforced at run time (neither by
-  ``tf.saved_model.load`` signatures nor by TF Serving), so a [B, 1] or
-  scalar request is given the defined meaning "these strings, in row-major
-  order" instead of reaching the tokenizer with an unexpected rank. A plain
-  ``tf.reshape(text, [-1])`` is not enough: the signature declares [B], so
-  grappler removes that reshape as a no-op and a [B, 1] request would reach
-  the ops unflattened. ``PlaceholderWithDefault`` with an unknown shape hides
-  the declared shape, so the reshape stays.
-  """
-  hidden = tf.compat.v1.placeholder_with_default(text, shape=None)
-  return tf.reshape(hidden, [-1])
-
-
-def check_same_batch(text_a, text_b):
-  """``(text_a, text_b)`` flattened and gated on equal sizes (string [B] each).
-
-  Raises (when run):
-    tf.errors.InvalidArgumentError: the two batches differ in size.
-  """
-  text_a, text_b = as_batch(text_a), as_batch(text_b)
-  check = tf.debugging.assert_equal(
-      tf.size(text_a), tf.size(text_b),
-      message="text_a and text_b must hold the same number of strings")
-  with tf.control_dependencies([check]):
-    return tf.identity(text_a), tf.identity(text_b)
 
 
 class ClassifierServingModule(tf.Module):
@@ -241,12 +154,12 @@ class ClassifierServingModule(tf.Module):
     if dtype not in SERVING_DTYPES:
       raise ValueError("dtype must be one of %s, got %r" % (", ".join(SERVING_DTYPES), dtype))
     self.dtype = dtype
-    _track_tf_variables(self, model, None if dtype == "float32" else dtype)
+    base.track_tf_variables(self, model, None if dtype == "float32" else dtype)
     self.xla = bool(xla)
     if self.xla:
       # Static shapes under XLA: every row computed (skip_padding=False).
       self._xla_body = tf.function(
-          lambda f: tf.cast(_serving_call(self, f, skip_padding=False), tf.float32),
+          lambda f: tf.cast(base.serving_call(self, f, skip_padding=False), tf.float32),
           jit_compile=True, autograph=False)
     self.preprocessor = preprocessor
     self.is_pair = bool(is_pair)
@@ -255,10 +168,10 @@ class ClassifierServingModule(tf.Module):
       self.label_names = tf.constant([str(l) for l in labels])
     if self.is_pair:
       self.serve = tf.function(self._serve_pair, autograph=False, input_signature=[
-          _string_spec("text_a"), _string_spec("text_b")])
+          base.string_spec("text_a"), base.string_spec("text_b")])
     else:
       self.serve = tf.function(self._serve_single, autograph=False,
-                               input_signature=[_string_spec("text")])
+                               input_signature=[base.string_spec("text")])
 
   @property
   def model(self):
@@ -270,7 +183,7 @@ class ClassifierServingModule(tf.Module):
     if self.xla:
       logits = _xla_or_graph_call(self, features, self.preprocessor.max_seq_length)
     else:
-      logits = tf.cast(_serving_call(self, features), tf.float32)
+      logits = tf.cast(base.serving_call(self, features), tf.float32)
     if self.is_regression:
       return {"predictions": logits[:, 0]}
     label_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
@@ -279,10 +192,10 @@ class ClassifierServingModule(tf.Module):
             "labels": tf.gather(self.label_names, label_ids)}
 
   def _serve_single(self, text):
-    return self.predict(as_batch(text))
+    return self.predict(base.as_batch(text))
 
   def _serve_pair(self, text_a, text_b):
-    return self.predict(*check_same_batch(text_a, text_b))
+    return self.predict(*base.check_same_batch(text_a, text_b))
 
 
 class PreprocessorServingModule(tf.Module):
@@ -297,13 +210,13 @@ class PreprocessorServingModule(tf.Module):
   def __init__(self, preprocessor):
     super().__init__(name="bert_preprocessor_serving")
     self.preprocessor = preprocessor
-    self.serve = tf.function(lambda text: self._outputs(preprocessor(as_batch(text))),
+    self.serve = tf.function(lambda text: self._outputs(preprocessor(base.as_batch(text))),
                              autograph=False,
-                             input_signature=[_string_spec("text")])
+                             input_signature=[base.string_spec("text")])
     self.serve_pair = tf.function(
         lambda text_a, text_b: self._outputs(
-            preprocessor(*check_same_batch(text_a, text_b))),
-        autograph=False, input_signature=[_string_spec("text_a"), _string_spec("text_b")])
+            preprocessor(*base.check_same_batch(text_a, text_b))),
+        autograph=False, input_signature=[base.string_spec("text_a"), base.string_spec("text_b")])
 
   @staticmethod
   def _outputs(features):
@@ -326,7 +239,7 @@ class EncoderServingModule(tf.Module):
 
   def __init__(self, encoder):
     super().__init__(name="bert_encoder_serving")
-    _track_tf_variables(self, encoder)
+    base.track_tf_variables(self, encoder)
     spec = lambda n: tf.TensorSpec([None, None], tf.int32, name=n)
     self.serve = tf.function(self._serve, autograph=False, input_signature=[
         spec("input_word_ids"), spec("input_mask"), spec("input_type_ids")])
@@ -346,7 +259,7 @@ class EncoderServingModule(tf.Module):
             shape[1], self.encoder.config.max_position_embeddings,
             message="sequence longer than max_position_embeddings")]
     with tf.control_dependencies(checks):
-      out = _serving_call(self, {"input_ids": tf.identity(input_word_ids),
+      out = base.serving_call(self, {"input_ids": tf.identity(input_word_ids),
                                  "input_mask": input_mask,
                                  "segment_ids": input_type_ids})
     result = {"sequence_output": tf.cast(out["sequence_output"], tf.float32),
@@ -356,67 +269,13 @@ class EncoderServingModule(tf.Module):
     return result
 
 
-def next_version(export_dir):
-  """1 + the largest numeric version directory in ``export_dir`` (1 if none)."""
-  if not os.path.isdir(export_dir):
-    return 1
-  versions = [int(d) for d in os.listdir(export_dir) if re.fullmatch(r"\d+", d)]
-  return max(versions, default=0) + 1
-
-
-def _signature_summary(saved_model_dir):
-  """``{signature: {"inputs": [names], "outputs": [names]}}`` of a written
-  SavedModel, read from its ``saved_model.pb``."""
-  sm = serving_ops.read_saved_model_proto(saved_model_dir)
-  return {name: {"inputs": sorted(sig.inputs), "outputs": sorted(sig.outputs)}
-          for mg in sm.meta_graphs for name, sig in mg.signature_def.items()
-          if not name.startswith("__")}
-
-
-def _write_export(module, signatures, export_dir, version, metadata, requests):
-  """Saves ``module`` with ``signatures`` + warm-up + metadata; returns the path.
-
-  ``signatures``: name -> the module's ``tf.function`` (with its
-  ``input_signature``), traced once, inside ``tf.saved_model.save``: a
-  concrete function taken before the save is traced again there (the
-  function cache keys on the save context's variable policy), which cost a
-  tiny classifier export ~0.6 s of its 2.6 s (2026-11-29).
+def read_metadata(saved_model_dir: str) -> dict:
+  """The export's ``assets.extra/bert_tf_export.json`` as a dict.
 
   Raises:
-    FileExistsError: that version already exists.
+    OSError: no metadata file (not a bert_tf export); ValueError: not JSON.
   """
-  version = next_version(export_dir) if version is None else int(version)
-  final = os.path.join(export_dir, str(version))
-  import tensorflow_text  # pylint: disable=g-import-not-at-top
-  with io_utils.atomic_directory(final) as tmp:
-    tf.saved_model.save(module, tmp, signatures=signatures)
-    extra = os.path.join(tmp, "assets.extra")
-    os.makedirs(extra, exist_ok=True)
-    n = warmup.write_warmup_requests(os.path.join(extra, warmup.WARMUP_FILE),
-                                     requests)
-    report = serving_ops.custom_ops_report(tmp)
-    metadata = dict(metadata)
-    metadata.update({
-        "signatures": _signature_summary(tmp),
-        "custom_ops": report["ops"],
-        "op_libraries": report["libraries"],
-        "min_tf_serving_version": report["min_tf_serving"],
-        "warmup_requests": n,
-        "tensorflow_version": tf.__version__,
-        "tensorflow_text_version": tensorflow_text.__version__,
-        "requires": "import tensorflow_text (tensorflow-text %s ops), or "
-                    "TF_LoadLibrary of op_libraries, or TF Serving >= %s" % (
-                        tensorflow_text.__version__, report["min_tf_serving"]),
-    })
-    with open(os.path.join(extra, METADATA_FILE), "w", encoding="utf-8") as f:
-      json.dump(metadata, f, indent=2)
-  return final
-
-
-def read_metadata(saved_model_dir):
-  """The export's ``assets.extra/bert_tf_export.json`` as a dict."""
-  with open(os.path.join(saved_model_dir, "assets.extra", METADATA_FILE),
-            encoding="utf-8") as f:
+  with open(client.metadata_path(saved_model_dir), encoding="utf-8") as f:
     return json.load(f)
 
 
@@ -470,7 +329,7 @@ def export_classifier(model, preprocessor, labels, export_dir, task_name="",
   }
   if xla:
     metadata["xla_shapes"] = len(xla_shapes(preprocessor.max_seq_length))
-  return _write_export(module, {"serving_default": module.serve},
+  return base.write_export(module, {"serving_default": module.serve},
                        export_dir, version, metadata,
                        _text_requests("serving_default", is_pair))
 
@@ -491,7 +350,7 @@ def export_preprocessor(preprocessor, export_dir, version=None):
               "preserve_unused_tokens": preprocessor.preserve_unused_tokens,
               "vocab_size": preprocessor.vocab_size,
               "inputs": {"serving_default": ["text"], "pair": ["text_a", "text_b"]}}
-  return _write_export(module, signatures, export_dir, version, metadata,
+  return base.write_export(module, signatures, export_dir, version, metadata,
                        _text_requests("serving_default", False) +
                        _text_requests("pair", True))
 
@@ -526,6 +385,6 @@ def export_encoder(encoder, export_dir, version=None, max_seq_length=128):
               "hidden_size": config.hidden_size,
               "max_position_embeddings": config.max_position_embeddings,
               "inputs": ["input_word_ids", "input_mask", "input_type_ids"]}
-  return _write_export(module, {"serving_default": module.serve},
+  return base.write_export(module, {"serving_default": module.serve},
                        export_dir, version, metadata,
                        [("serving_default", request)])

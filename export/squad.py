@@ -93,7 +93,7 @@ import tensorflow_text as text
 from bert_tf import errors
 from bert_tf import preprocessing
 from bert_tf.data.squad import NO_SPAN_TEXT
-from bert_tf.export import saved_model
+from bert_tf.export import base
 
 WARMUP_QUESTIONS = ("Which team won Super Bowl 50?", "", "Where is the caf\u00e9?")
 WARMUP_CONTEXTS = (
@@ -101,10 +101,6 @@ WARMUP_CONTEXTS = (
     "the Carolina Panthers 24\u201310 to earn their third Super Bowl title.",
     "   ",
     "The Caf\u00e9 de Flore is in Paris. " * 60)
-
-
-def _row_ids(ragged):
-  return tf.cast(ragged.value_rowids(), tf.int64)
 
 
 class SquadServingModule(tf.Module):
@@ -148,9 +144,9 @@ class SquadServingModule(tf.Module):
           "max_query_length %d (needs max_seq_length >= max_query_length + 4)"
           % (seq, max_query_length), argument="max_seq_length")
     if track_model:
-      saved_model._track_tf_variables(self, model)  # pylint: disable=protected-access
+      base.track_tf_variables(self, model)
     else:
-      self._layer = saved_model._Untracked(model)  # pylint: disable=protected-access
+      base.hold(self, model)
     self.preprocessor = preprocessor
     self.max_seq_length = seq
     self.doc_stride = int(doc_stride)
@@ -161,7 +157,7 @@ class SquadServingModule(tf.Module):
     self.version_2_with_negative = bool(version_2_with_negative)
     self.null_score_diff_threshold = float(null_score_diff_threshold)
     self.serve = tf.function(self._serve, autograph=False, input_signature=[
-        saved_model._string_spec("question"), saved_model._string_spec("context")])  # pylint: disable=protected-access
+        base.string_spec("question"), base.string_spec("context")])
 
   @property
   def model(self):
@@ -184,7 +180,7 @@ class SquadServingModule(tf.Module):
     norm = self.preprocessor.normalize_chars(chars).flat_values    # [N]
     norm_len = tf.cast(tf.strings.length(norm), tf.int64)          # bytes
     cum_after = tf.cumsum(norm_len)                                # global
-    row_bytes = tf.math.unsorted_segment_sum(norm_len, _row_ids(chars),
+    row_bytes = tf.math.unsorted_segment_sum(norm_len, base.row_ids(chars),
                                              tf.shape(context, tf.int64)[0])
     row_byte_base = tf.cumsum(row_bytes, exclusive=True)           # [B]
     row_char_base = tf.cast(chars.row_starts(), tf.int64)          # [B]
@@ -192,7 +188,7 @@ class SquadServingModule(tf.Module):
     ids, starts, ends = self.preprocessor.tokenizer.tokenize_with_offsets(norm_text)
     ids, starts, ends = (ids.merge_dims(-2, -1), starts.merge_dims(-2, -1),
                          ends.merge_dims(-2, -1))
-    rows = _row_ids(ids)
+    rows = base.row_ids(ids)
     byte_base = tf.gather(row_byte_base, rows)
     char_base = tf.gather(row_char_base, rows)
     # The code point holding byte b: the first whose cumulative end > b
@@ -237,16 +233,16 @@ class SquadServingModule(tf.Module):
         tf.zeros_like(n), (n - m + step - 1) // step), tf.zeros_like(n))
     num = tf.minimum(num, self.max_windows)
     k = tf.ragged.range(num)                                 # [B, (K)]
-    example = _row_ids(k)                                    # [W]
+    example = base.row_ids(k)                                    # [W]
     k = k.flat_values
     w_step, w_m, w_n = (tf.gather(step, example), tf.gather(m, example),
                         tf.gather(n, example))
     start = k * w_step
     length = tf.minimum(w_m, w_n - start)
     w_qlen = tf.gather(qlen, example)
-    base = tf.gather(context_ids.row_starts(), example) + start   # global index
+    first = tf.gather(context_ids.row_starts(), example) + start  # global index
     offsets = tf.ragged.range(length)                        # [W, (len)]
-    gidx = offsets + tf.expand_dims(base, 1)
+    gidx = offsets + tf.expand_dims(first, 1)
     window_ids = tf.gather(context_ids.flat_values, gidx)
     query = tf.gather(query_ids, example)
     pre = self.preprocessor
@@ -258,13 +254,13 @@ class SquadServingModule(tf.Module):
 
     # token_is_max_context (original _check_is_max_context).
     i = tf.cast(offsets.flat_values, tf.float64)
-    wlen = tf.cast(tf.gather(length, _row_ids(offsets)), tf.float64)
+    wlen = tf.cast(tf.gather(length, base.row_ids(offsets)), tf.float64)
     score = tf.minimum(i, wlen - 1.0 - i) + 0.01 * wlen
     pos = gidx.flat_values
     total = tf.cast(tf.shape(context_ids.flat_values, tf.int64)[0], tf.int32)
     pos32 = tf.cast(pos, tf.int32)
     best = tf.math.unsorted_segment_max(score, pos32, total)
-    window = _row_ids(offsets)
+    window = base.row_ids(offsets)
     big = tf.cast(tf.shape(example, tf.int64)[0], tf.int64)
     best_window = tf.math.unsorted_segment_min(
         tf.where(score == tf.gather(best, pos32), window, big), pos32, total)
@@ -366,13 +362,13 @@ class SquadServingModule(tf.Module):
 
   def answer(self, question, context):
     """The serving computation on flat [B] batches; returns the output dict."""
-    question = saved_model.as_batch(question)
-    context = self.sanitize_utf8(saved_model.as_batch(context))
+    question = base.as_batch(question)
+    context = self.sanitize_utf8(base.as_batch(context))
     batch = tf.shape(context, tf.int64)[0]
     query_ids = self.preprocessor.tokenize(question)[:, :self.max_query_length]
     ids, start_char, end_char = self.tokenize_context(context)
     win = self.windows(query_ids, ids)
-    logits = saved_model._serving_call(self, {  # pylint: disable=protected-access
+    logits = base.serving_call(self, {
         "input_ids": win["input_ids"], "input_mask": win["input_mask"],
         "segment_ids": win["segment_ids"]})
     best = self.best_spans(win, logits["start_logits"], logits["end_logits"], batch)
@@ -406,7 +402,7 @@ class SquadServingModule(tf.Module):
     return out
 
   def _serve(self, question, context):
-    question, context = saved_model.as_batch(question), saved_model.as_batch(context)
+    question, context = base.as_batch(question), base.as_batch(context)
     check = tf.debugging.assert_equal(
         tf.size(question), tf.size(context),
         message="question and context must hold the same number of strings")
@@ -430,7 +426,7 @@ def export_squad(model, vocab_file, do_lower_case, export_dir, max_seq_length=38
       version_2_with_negative, null_score_diff_threshold, n_best_size: the
       original ``run_squad.py`` flags.
     version: integer version; default
-      :func:`bert_tf.export.saved_model.next_version`.
+      :func:`bert_tf.export.base.next_version`.
     max_windows: windows searched per context at most.
     preserve_unused_tokens: the tokenizer keeps vocab entries ``[unusedN]``
       whole (the original's ``--preserve_unused_tokens``).
@@ -469,6 +465,6 @@ def export_squad(model, vocab_file, do_lower_case, export_dir, max_seq_length=38
   }
   requests = [("serving_default", {"question": list(WARMUP_QUESTIONS),
                                    "context": list(WARMUP_CONTEXTS)})]
-  return saved_model._write_export(  # pylint: disable=protected-access
+  return base.write_export(
       module, {"serving_default": module.serve}, export_dir, version,
       metadata, requests)

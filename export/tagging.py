@@ -44,7 +44,7 @@ from typing import Optional, Sequence
 
 import tensorflow as tf
 
-from bert_tf.export import saved_model
+from bert_tf.export import base
 from bert_tf.modeling import tagging
 
 WHITESPACE = tagging.WHITESPACE
@@ -52,10 +52,6 @@ WARMUP_SENTENCES = ("Empire State Building = ESB .", "", "Caf\u00e9 de Flore in 
 OUTPUTS = ("entity_end_char", "entity_start_char", "entity_text", "entity_type",
            "num_entities", "num_words", "tags", "truncated", "word_end_char",
            "word_start_char", "words")
-
-
-def _row_ids(ragged):
-  return tf.cast(ragged.value_rowids(), tf.int64)
 
 
 class TaggingServingModule(tf.Module):
@@ -84,13 +80,13 @@ class TaggingServingModule(tf.Module):
     if len(labels) != getattr(model, "num_labels", -1):
       raise ValueError("export_tagger: %d labels for a model of %s outputs" % (
           len(labels), getattr(model, "num_labels", "unknown")))
-    saved_model._track_tf_variables(self, model)  # pylint: disable=protected-access
+    base.track_tf_variables(self, model)
     self.tp = tagging_preprocessor
     self.labels = labels
     self.prefix_codes, self.type_ids, self.types = tagging.label_tables(labels)
     self.o_id = labels.index("O")
     self.serve = tf.function(self._serve, autograph=False, input_signature=[
-        saved_model._string_spec("sentence")])  # pylint: disable=protected-access
+        base.string_spec("sentence")])
 
   @property
   def model(self):
@@ -104,13 +100,13 @@ class TaggingServingModule(tf.Module):
 
   def tag(self, sentence):
     """The serving computation on a flat [B] batch; the output dict."""
-    sentence = tf.strings.unicode_transcode(saved_model.as_batch(sentence), "UTF-8",
+    sentence = tf.strings.unicode_transcode(base.as_batch(sentence), "UTF-8",
                                             "UTF-8", errors="replace",
                                             replacement_char=0xFFFD)
     words, s_char, e_char, s_byte, e_byte = self.split_words(sentence)
     pieces = self.tp.word_pieces(words)
     win = self.tp.windows(pieces["ids"])
-    logits = saved_model._serving_call(  # pylint: disable=protected-access
+    logits = base.serving_call(
         self, {k: win[k] for k in tagging.FEATURE_NAMES})
     word_logits, covered = self.tp.word_logits(win, pieces, logits)
     ids = tf.where(covered, tf.argmax(word_logits, -1), self.o_id)
@@ -134,7 +130,7 @@ class TaggingServingModule(tf.Module):
     types = tf.constant(self.types + [""])
     i32 = lambda r: tf.cast(r.to_tensor(0), tf.int32)  # pylint: disable=unnecessary-lambda-assignment
     uncovered = tf.math.unsorted_segment_sum(
-        tf.cast(~covered, tf.int32), tf.cast(_row_ids(words), tf.int32),
+        tf.cast(~covered, tf.int32), tf.cast(base.row_ids(words), tf.int32),
         tf.cast(batch, tf.int32)) > 0
     return {
         "words": words.to_tensor(""),
@@ -168,7 +164,7 @@ def export_tagger(model, preprocessor, labels: Sequence[str], export_dir: str,
     doc_stride: as in training.
     max_windows: windows per sentence at most (the serving guard).
     version: integer version; default
-      :func:`bert_tf.export.saved_model.next_version`.
+      :func:`bert_tf.export.base.next_version`.
 
   Returns:
     the path of the version directory (written under a temporary name and
@@ -194,6 +190,6 @@ def export_tagger(model, preprocessor, labels: Sequence[str], export_dir: str,
       "preserve_unused_tokens": preprocessor.preserve_unused_tokens,
       "offsets": "start_char/end_char: Unicode code points, end exclusive",
   }
-  return saved_model._write_export(  # pylint: disable=protected-access
+  return base.write_export(
       module, {"serving_default": module.serve}, export_dir, version,
       metadata, [("serving_default", {"sentence": list(WARMUP_SENTENCES)})])

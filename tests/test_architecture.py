@@ -7,10 +7,15 @@
    bottom layer load) import neither TensorFlow, tensorflow-text nor Keras,
    directly or through another bert_tf module.
 4. No ``sys.path`` edits in the package, the tools or the tests.
+5. The serving client (``TF_ONLY``) imports only TensorFlow, tensorflow-text,
+   numpy, the standard library and the TF-free modules it is allowed.
+6. No export module reads a private name of another (the shared plumbing
+   is public, in ``bert_tf.export.base``).
 """
 
 import ast
 import os
+import sys
 
 import pytest
 
@@ -20,7 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAYERS = [
     ("base", ["bert_tf._lazy", "bert_tf._import_hooks", "bert_tf._keras_registry",
               "bert_tf._quiet", "bert_tf.errors", "bert_tf.params", "bert_tf.config",
-              "bert_tf.io_utils", "bert_tf.precision", "bert_tf.tokenization",
+              "bert_tf.io_utils", "bert_tf.run_dir", "bert_tf.precision", "bert_tf.tokenization",
               "bert_tf.metrics", "bert_tf.squad_metrics"]),
     ("modeling", ["bert_tf.modeling", "bert_tf.checkpoints", "bert_tf.optimization",
                   "bert_tf.preprocessing", "bert_tf.convert"]),
@@ -34,13 +39,21 @@ LAYERS = [
 
 # Modules that must load without TensorFlow (data workers fork from them).
 TF_FREE = [
-    "bert_tf._import_hooks", "bert_tf._keras_registry", "bert_tf._quiet", "bert_tf.errors", "bert_tf.params", "bert_tf.config", "bert_tf.io_utils",
+    "bert_tf._import_hooks", "bert_tf._keras_registry", "bert_tf._quiet", "bert_tf.errors", "bert_tf.params", "bert_tf.config", "bert_tf.io_utils", "bert_tf.run_dir",
     "bert_tf.precision", "bert_tf.tokenization", "bert_tf.metrics", "bert_tf.squad_metrics",
     "bert_tf.data.squad", "bert_tf.data.swag", "bert_tf.data.conll", "bert_tf.data.extract", "bert_tf.data.pretraining.tokens", "bert_tf.data.pretraining.documents",
     "bert_tf.data.pretraining.records",
     "bert_tf.data.pretraining.faithful", "bert_tf.data.pretraining.sharded",
 ]
 TF_MODULES = ("tensorflow", "tensorflow_text", "keras", "tf_keras")
+
+# Modules that run in a serving client's process (TF-only): they may import
+# TensorFlow, tensorflow-text, numpy (and protobuf, TensorFlow's own
+# dependency, for saved_model.pb) and the standard library, and of this
+# package only the TF-free modules named here; nothing else, directly or
+# through another module.
+TF_ONLY = {"bert_tf.export.client": ()}
+TF_ONLY_THIRD_PARTY = ("tensorflow", "tensorflow_text", "numpy", "google")
 
 SOURCE_DIRS = {"bert_tf": "bert_tf", "bert_tf.export": "export", "bert_tf.tools": "tools"}
 
@@ -208,3 +221,50 @@ def test_bench_stays_within_its_line_budget():
       with open(os.path.join(dirpath, f), encoding="utf-8") as fh:
         sizes[os.path.relpath(os.path.join(dirpath, f), ROOT)] = sum(1 for _ in fh)
   assert sum(sizes.values()) <= BENCH_MAX_LINES, sorted(sizes.items(), key=lambda kv: -kv[1])
+
+
+def test_tf_only_client_imports_only_tensorflow_and_the_standard_library(graph):
+  """The serving client (``bert_tf.export.client``) loads as TF Serving
+  would: TensorFlow, tensorflow-text, numpy, the standard library, and only
+  the TF-free package modules it names; no model, task or export code."""
+  modules, imports = graph
+  bad = []
+  for start, allowed in TF_ONLY.items():
+    assert start in modules, start
+    for dep, line in imports[start]:
+      root = dep.split(".")[0]
+      if dep in modules or root in ("bert_tf", "export", "tools"):
+        package_ok = dep in allowed or dep in ("bert_tf", "bert_tf.export")
+        if not package_ok:
+          bad.append("%s:%d imports %s (not one of %s)" % (modules[start], line, dep,
+                                                         list(allowed)))
+        elif dep in allowed and dep not in TF_FREE:
+          bad.append("%s:%d imports %s, which is not TF-free" % (modules[start], line, dep))
+      elif root not in TF_ONLY_THIRD_PARTY and root not in sys.stdlib_module_names:
+        bad.append("%s:%d imports %s (not TensorFlow, tensorflow-text, numpy or the "
+                   "standard library)" % (modules[start], line, dep))
+  assert not bad, "\n".join(bad)
+
+
+def test_export_modules_use_no_private_name_of_another(graph):
+  """The shared plumbing is public (``bert_tf.export.base``): no export module
+  reads ``other_module._name`` of another export module."""
+  modules, _ = graph
+  bad = []
+  for name, path in modules.items():
+    if not name.startswith("bert_tf.export."):
+      continue
+    tree = ast.parse(open(path, encoding="utf-8").read(), path)
+    aliases = {}
+    for node in ast.walk(tree):
+      if isinstance(node, ast.ImportFrom) and node.module == "bert_tf.export":
+        aliases.update({a.asname or a.name: a.name for a in node.names})
+      elif isinstance(node, ast.Import):
+        aliases.update({a.asname: a.name for a in node.names
+                        if a.asname and a.name.startswith("bert_tf.export.")})
+    for node in ast.walk(tree):
+      if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and
+          node.value.id in aliases and node.attr.startswith("_") and
+          not node.attr.startswith("__")):
+        bad.append("%s:%d: %s.%s" % (path, node.lineno, node.value.id, node.attr))
+  assert not bad, "\n".join(bad)

@@ -32,6 +32,7 @@ from bert_tf import config as config_lib
 from bert_tf import preprocessing
 from bert_tf import tokenization
 from bert_tf.data import squad as squad_data
+from bert_tf.export import base
 from bert_tf.export import saved_model
 from bert_tf.export import serving_ops
 from bert_tf.export import squad
@@ -199,7 +200,7 @@ def test_windows_equal_original_features(original, config):
 
 
 def _answers(module, model, questions, contexts):
-  module._layer = saved_model._Untracked(model)  # pylint: disable=protected-access
+  module._layer = base.Untracked(model)  # pylint: disable=protected-access
   out = module.answer(tf.constant(questions), tf.constant(contexts))
   return {k: v.numpy() for k, v in out.items()}
 

@@ -152,9 +152,9 @@ def task_main(tool: str, params_cls, job: typing.Callable,
     params_cls: the task's params dataclass.
     job: e.g. ``bert_tf.jobs.run_ner``.
     actions: flags of which at least one must be set (``do_train``, ...).
-    exporter: the export hook ``(model, task) -> path``, passed as
-      ``exporter=`` when ``--export_dir`` is set (None otherwise); when None,
-      no ``exporter`` argument is passed.
+    exporter: the export hook ``(model, output_dir, export_dir) -> path``
+      (:func:`export_model`), passed as ``exporter=`` when ``--export_dir``
+      is set (None otherwise); when None, no ``exporter`` argument is passed.
     prepare: tool-specific checks run first; returns params overrides.
     job_flags: flags passed to ``job`` as keyword arguments.
   """
@@ -177,6 +177,15 @@ def task_main(tool: str, params_cls, job: typing.Callable,
     reporting_errors(tool, run_job)
 
   return main
+
+
+def export_model(model, output_dir: str, export_dir: str) -> str:
+  """The training tools' export hook: :func:`bert_tf.export.export_model`
+  (the run's default SavedModel under ``export_dir/<version>/``; returns the
+  path), imported when called, so a run without ``--export_dir`` loads no
+  export code."""
+  from bert_tf import export  # pylint: disable=g-import-not-at-top
+  return export.export_model(model, output_dir, export_dir)
 
 
 def reporting_errors(tool: str, fn: typing.Callable[[], typing.Any]) -> None:
@@ -203,7 +212,7 @@ def interrupted(message: str, signum: int) -> typing.NoReturn:
 
 
 def fine_tuning_tool(tool: str, tool_module: str, params_cls, job: typing.Callable,
-                     exporter: typing.Callable) -> tuple:
+                     exporter: typing.Callable = export_model) -> tuple:
   """Flags (:func:`define_task_flags`), ``main`` (:func:`task_main`) and the
   console-script entry ``run`` of a tool that trains, evaluates, predicts and
   exports one task (``run_ner``, ``run_swag``): at least one of

@@ -36,36 +36,38 @@ JSON's ``-Infinity``/``Infinity``/``NaN``, which Python's ``json`` reads).
 does not fit the signature is one line naming the inputs it expects, and
 nothing is printed; ``--output_file`` is written atomically.
 
-Imports only TensorFlow, tensorflow-text, absl and the standard library (no
-model or export code; the standard-library start-up module only filters
-TensorFlow's banner), as a client or TF Serving would: proof that the export
-is self-contained.
+A thin absl shell over :mod:`bert_tf.export.client` (the request/response
+logic; flag values passed as arguments). Imports only TensorFlow,
+tensorflow-text, absl and the standard library (the client, which holds
+itself to those; the standard-library start-up module, which only filters
+TensorFlow's banner; the atomic writer), no model or export-writing code, as
+a client or TF Serving would: proof that the export is self-contained.
 
   bert-predict-saved-model /tmp/export "a gorgeous film" "dull"
   bert-predict-saved-model /tmp/squad/1 "Who won?" "The Broncos won the game."
   bert-predict-saved-model --input_file=questions.jsonl /tmp/squad
 """
 
-import base64
-import json
+import errno
 import os
-import re
 import sys
-import tempfile
-from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence
 
 from bert_tf.tools import _startup  # standard library only: a quiet TF start-up
 _startup.setup(tensorflow=True)
 
 from absl import flags  # noqa: E402  pylint: disable=wrong-import-position
-import numpy as np  # noqa: E402  pylint: disable=wrong-import-position
-import tensorflow as tf  # noqa: E402  pylint: disable=wrong-import-position
-# Registers the tokenizer ops that the exports use.
-import tensorflow_text  # noqa: F401,E402  pylint: disable=wrong-import-position,unused-import
+import tensorflow as tf  # noqa: E402,F401  pylint: disable=wrong-import-position,unused-import
+
+from bert_tf import io_utils  # noqa: E402  pylint: disable=wrong-import-position
+# The client's steps, under the names this tool has always offered.
+from bert_tf.export.client import (  # noqa: E402,F401  pylint: disable=wrong-import-position,unused-import
+    DEFAULT_SIGNATURE, InputSpec, PredictError, batch_tensors, check_rows,
+    decode_outputs, expected, predict, read_metadata, read_signatures,
+    resolve_export, rows_from_args, rows_from_jsonl, signature_inputs)
+from bert_tf.export import client  # noqa: E402  pylint: disable=wrong-import-position
 
 TOOL = "predict_saved_model"
-METADATA = os.path.join("assets.extra", "bert_tf_export.json")
-DEFAULT_SIGNATURE = "serving_default"
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "JSON lines, one request row each in TF "
@@ -82,453 +84,13 @@ flags.DEFINE_string("output_file", None, "Write the JSON lines here (atomically)
                     "instead of standard output.")
 
 
-class PredictError(ValueError):
-  """A request, export directory or flag this tool cannot serve (one line)."""
-
-
-class InputSpec:
-  """One input of a signature.
-
-  Attributes:
-    name: the input key.
-    dtype: its ``tf.DType``.
-    row_shape: the shape of one row's value (the signature's shape without
-      the batch dimension; None where any size fits).
-    width: strings one row takes on the command line for a rank-2 string
-      input of known width (the export's ``num_choices``), else None.
-  """
-
-  def __init__(self, name: str, dtype: tf.DType, row_shape: Tuple[Optional[int], ...],
-               width: Optional[int] = None):
-    self.name = name
-    self.dtype = dtype
-    self.row_shape = tuple(row_shape)
-    self.width = width
-
-  @property
-  def is_string(self) -> bool:
-    """True for a ``tf.string`` input."""
-    return self.dtype == tf.string
-
-  def row_text(self) -> str:
-    """One row's type: ``""`` for one string, ``[4] strings``, ``int32 [N]``."""
-    if not self.row_shape and self.is_string:
-      return ""
-    dims = list(self.row_shape)
-    if self.width is not None:
-      dims[0] = self.width
-    shape = "".join("[%s]" % ("N" if d is None else d) for d in dims)
-    return ("%s strings" % shape) if self.is_string else (
-        "%s %s" % (self.dtype.name, shape)).strip()
-
-  def describe(self) -> str:
-    """``name``, plus the row type when a row is not one string."""
-    row = self.row_text()
-    return "%s (%s)" % (self.name, row) if row else self.name
-
-
-def resolve_export(path: str) -> str:
-  """The SavedModel directory to serve for ``path``.
-
-  Args:
-    path: a version directory (holding ``saved_model.pb``) or an export
-      directory with numeric version folders.
-
-  Returns:
-    ``path`` itself, or its highest numeric version folder that holds a
-    ``saved_model.pb`` (TF Serving's choice).
-
-  Raises:
-    PredictError: no such directory, or neither kind of directory.
-  """
-  if not os.path.isdir(path):
-    raise PredictError("%s: no such directory" % path)
-  if os.path.exists(os.path.join(path, "saved_model.pb")):
-    return path
-  versions = sorted((int(d) for d in os.listdir(path) if re.fullmatch(r"\d+", d) and
-                     os.path.exists(os.path.join(path, d, "saved_model.pb"))),
-                    reverse=True)
-  if not versions:
-    raise PredictError("%s holds no saved_model.pb and no numeric version folder "
-                       "with one (expected EXPORT_DIR/<version>/saved_model.pb)" % path)
-  return os.path.join(path, str(versions[0]))
-
-
-def read_metadata(saved_model_dir: str) -> dict:
-  """The export's ``assets.extra/bert_tf_export.json`` (empty when absent or
-  unreadable: a foreign SavedModel)."""
-  try:
-    with open(os.path.join(saved_model_dir, METADATA), encoding="utf-8") as f:
-      meta = json.load(f)
-  except (OSError, ValueError):
-    return {}
-  return meta if isinstance(meta, dict) else {}
-
-
-def read_signatures(saved_model_dir: str) -> Dict[str, Dict[str, tf.TensorSpec]]:
-  """Every signature's inputs, read from ``saved_model.pb`` without loading
-  the model (a bad request is refused before any variable is restored).
-
-  Returns:
-    signature name -> {input name: ``tf.TensorSpec``} (unknown dimensions
-    None).
-
-  Raises:
-    PredictError: an unreadable ``saved_model.pb``.
-  """
-  from google.protobuf import message  # pylint: disable=g-import-not-at-top
-  from tensorflow.core.protobuf import saved_model_pb2  # pylint: disable=g-import-not-at-top
-  proto = saved_model_pb2.SavedModel()
-  try:
-    with open(os.path.join(saved_model_dir, "saved_model.pb"), "rb") as f:
-      proto.ParseFromString(f.read())
-  except (OSError, ValueError, message.DecodeError) as e:
-    raise PredictError("%s: unreadable saved_model.pb (%s)" % (saved_model_dir, e)) from e
-  if not proto.meta_graphs:
-    raise PredictError("%s: saved_model.pb holds no graph" % saved_model_dir)
-  out = {}
-  for name, sig in proto.meta_graphs[0].signature_def.items():
-    if name.startswith("__"):  # __saved_model_init_op
-      continue
-    specs = {}
-    for key, info in sig.inputs.items():
-      shape = None if info.tensor_shape.unknown_rank else [
-          None if d.size < 0 else d.size for d in info.tensor_shape.dim]
-      specs[key] = tf.TensorSpec(shape, tf.as_dtype(info.dtype), name=key)
-    out[name] = specs
-  return out
-
-
-def signature_inputs(specs: Dict[str, tf.TensorSpec], metadata: dict,
-                     signature_name: str) -> List[InputSpec]:
-  """The signature's inputs in the export's order.
-
-  Args:
-    specs: the signature's inputs (:func:`read_signatures`).
-    metadata: :func:`read_metadata`'s dict; its ``inputs`` (a list, or a
-      dict by signature) gives the order, its ``num_choices`` the width of
-      a rank-2 string input.
-    signature_name: the signature's name (to pick from a dict ``inputs``).
-
-  Returns:
-    list of :class:`InputSpec`: metadata order when it names exactly the
-    signature's inputs, else alphabetical.
-  """
-  order = metadata.get("inputs")
-  if isinstance(order, dict):
-    order = order.get(signature_name)
-  if not (isinstance(order, list) and sorted(order) == sorted(specs)):
-    order = sorted(specs)
-  width = metadata.get("num_choices")
-  out = []
-  for name in order:
-    spec = specs[name]
-    dims = tuple(spec.shape.as_list()[1:]) if spec.shape.rank else ()
-    w = (int(width) if isinstance(width, int) and spec.dtype == tf.string
-         and len(dims) == 1 else None)
-    out.append(InputSpec(name, spec.dtype, dims, w))
-  return out
-
-
-def expected(inputs: Sequence[InputSpec], signature_name: str) -> str:
-  """``serving_default takes question, context`` for error lines."""
-  return "%s takes %s" % (signature_name, ", ".join(i.describe() for i in inputs))
-
-
-def _leaf(value, spec: InputSpec, where: str):
-  """One scalar of a row, checked against the input's dtype."""
-  name = spec.name
-  if spec.is_string:
-    if isinstance(value, str):
-      try:  # undecodable command-line bytes come back as they were
-        return value.encode("utf-8", "surrogateescape")
-      except UnicodeEncodeError:  # a lone surrogate from a JSON escape
-        return value.encode("utf-8", "surrogatepass")
-    if isinstance(value, dict) and set(value) == {"b64"} and isinstance(value["b64"], str):
-      try:
-        return base64.b64decode(value["b64"], validate=True)
-      except ValueError as e:
-        raise PredictError("%s: %r: bad base64 (%s)" % (where, name, e)) from e
-    raise PredictError("%s: %r must be a string, got %s" % (where, name,
-                                                           json.dumps(value)[:60]))
-  if spec.dtype.is_bool:
-    if isinstance(value, bool):
-      return value
-    raise PredictError("%s: %r must hold true/false, got %s" % (where, name,
-                                                               json.dumps(value)[:60]))
-  ok = (isinstance(value, int) if spec.dtype.is_integer else
-        isinstance(value, (int, float)))
-  if not ok or isinstance(value, bool):
-    raise PredictError("%s: %r must hold %s numbers, got %s" % (
-        where, name, spec.dtype.name, json.dumps(value)[:60]))
-  if spec.dtype.is_integer and not spec.dtype.min <= value <= spec.dtype.max:
-    raise PredictError("%s: %r: %d is out of %s's range" % (where, name, value,
-                                                           spec.dtype.name))
-  return value
-
-
-def _row_value(value, spec: InputSpec, where: str):
-  """``(normalized value, shape)`` of one row's value of ``spec``.
-
-  Raises:
-    PredictError: wrong rank, ragged lists, wrong element type, or a width
-      that the signature or the export fixes.
-  """
-  rank = len(spec.row_shape)
-
-  def walk(v, depth):
-    if depth == rank:
-      return _leaf(v, spec, where), ()
-    if not isinstance(v, list):
-      raise PredictError("%s: %r must be a list%s (one row of %s), got %s" % (
-          where, spec.name, " of lists" * (rank - depth - 1), spec.describe(),
-          json.dumps(v)[:60]))
-    items = [walk(x, depth + 1) for x in v]
-    shapes = {s for _, s in items}
-    if len(shapes) > 1:
-      raise PredictError("%s: %r is not rectangular (lists of different lengths)"
-                         % (where, spec.name))
-    return [x for x, _ in items], (len(v),) + (shapes.pop() if shapes else
-                                               (0,) * (rank - depth - 1))
-
-  norm, shape = walk(value, 0)
-  for got, want in zip(shape, spec.row_shape):
-    if want is not None and got != want:
-      raise PredictError("%s: %r has %d values per row; the signature takes %d" % (
-          where, spec.name, got, want))
-  if spec.width is not None and shape[0] != spec.width:
-    raise PredictError("%s: %r has %d strings; this export takes %d per row "
-                       "(num_choices)" % (where, spec.name, shape[0], spec.width))
-  return norm, shape
-
-
-def rows_from_args(strings: Sequence[str], inputs: Sequence[InputSpec],
-                   signature_name: str = DEFAULT_SIGNATURE) -> List[Tuple[str, dict]]:
-  """Command-line STRINGs -> request rows (see the module doc for the mapping).
-
-  Returns:
-    list of ``(where, {input: value})``; ``where`` names the first argument
-    of the row (``argument 3``).
-
-  Raises:
-    PredictError: a count that is not a multiple of one row's, or a value
-      that does not fit (naming the inputs the signature expects).
-  """
-  per_row = [i.width if i.width is not None else 1 for i in inputs]
-  k = sum(per_row)
-  if not strings or len(strings) % k:
-    raise PredictError("%s: %d argument%s per row, got %d%s" % (
-        expected(inputs, signature_name), k, "s" if k != 1 else "", len(strings),
-        " (give them in this order, row after row)" if k > 1 else ""))
-  rows = []
-  for start in range(0, len(strings), k):
-    pos, row = start, {}
-    for spec, n in zip(inputs, per_row):
-      where = "argument %d" % (pos + 1)
-      if spec.width is not None:
-        value = list(strings[pos:pos + n])
-      elif spec.is_string and not spec.row_shape:
-        value = strings[pos]
-      else:
-        try:
-          value = json.loads(strings[pos])
-        except ValueError as e:
-          raise PredictError("%s: %r takes one JSON value per row (%s), got %r: %s"
-                             % (where, spec.name, spec.row_text(), strings[pos][:60],
-                                e)) from e
-      row[spec.name] = value
-      pos += n
-    rows.append(("argument %d" % (start + 1), row))
-  return rows
-
-
-def rows_from_jsonl(path: str, inputs: Sequence[InputSpec],
-                    signature_name: str = DEFAULT_SIGNATURE) -> List[Tuple[str, dict]]:
-  """``--input_file`` JSON lines -> request rows.
-
-  Args:
-    path: the file (``-``: standard input), UTF-8.
-
-  Returns:
-    list of ``(where, {input: value})``, ``where`` = ``FILE:LINE``.
-
-  Raises:
-    PredictError: unreadable file; a line that is not JSON, not an object
-      (or a bare value of a one-input signature), lacks an input or has an
-      unknown one (naming file, line and the expected inputs); no row.
-  """
-  try:
-    if path == "-":
-      text = sys.stdin.buffer.read().decode("utf-8")
-    else:
-      with open(path, "rb") as f:
-        text = f.read().decode("utf-8")
-  except OSError as e:
-    raise PredictError("--input_file: %s" % e) from e
-  except UnicodeDecodeError as e:
-    raise PredictError("--input_file: %s is not UTF-8 (%s)" % (path, e)) from e
-  names = [i.name for i in inputs]
-  rows = []
-  for number, line in enumerate(text.splitlines(), 1):
-    if not line.strip():
-      continue
-    where = "%s:%d" % ("<stdin>" if path == "-" else path, number)
-    try:
-      obj = json.loads(line)
-    except ValueError as e:
-      raise PredictError("%s: not JSON (%s)" % (where, e)) from e
-    if len(names) == 1 and (not isinstance(obj, dict) or set(obj) == {"b64"}):
-      obj = {names[0]: obj}  # a bare value of a one-input signature
-    if not isinstance(obj, dict):
-      raise PredictError("%s: not a JSON object of the inputs (%s)" % (
-          where, expected(inputs, signature_name)))
-    missing = [n for n in names if n not in obj]
-    unknown = sorted(set(obj) - set(names))
-    if missing or unknown:
-      raise PredictError("%s: %s (%s)" % (
-          where, "; ".join(
-              (["no %s" % ", ".join(repr(m) for m in missing)] if missing else []) +
-              (["unknown input %s" % ", ".join(repr(u) for u in unknown)]
-               if unknown else [])),
-          expected(inputs, signature_name)))
-    rows.append((where, obj))
-  if not rows:
-    raise PredictError("--input_file: %s holds no request row" % path)
-  return rows
-
-
-def check_rows(rows: Sequence[Tuple[str, dict]], inputs: Sequence[InputSpec]
-               ) -> List[dict]:
-  """Normalized rows (strings as bytes), every value checked.
-
-  Raises:
-    PredictError: a value that does not fit its input, or rows of one
-      request that mix widths (naming both rows).
-  """
-  out, first = [], {}
-  for where, row in rows:
-    norm = {}
-    for spec in inputs:
-      value, shape = _row_value(row[spec.name], spec, where)
-      if spec.name in first and first[spec.name][1] != shape:
-        raise PredictError(
-            "%s: %r has shape %s but %s's has %s: the rows of one request must "
-            "have the same width" % (where, spec.name, list(shape),
-                                     first[spec.name][0], list(first[spec.name][1])))
-      first.setdefault(spec.name, (where, shape))
-      norm[spec.name] = value
-    out.append(norm)
-  return out
-
-
-def batch_tensors(rows: Sequence[dict], inputs: Sequence[InputSpec]) -> Dict[str, tf.Tensor]:
-  """The signature's keyword arguments for ``rows`` (checked by
-  :func:`check_rows`): one tensor [B, ...] per input."""
-  out = {}
-  for spec in inputs:
-    values = [r[spec.name] for r in rows]
-    if spec.is_string:
-      shape = np.shape(np.array(values, dtype=object)) if spec.row_shape else (len(rows),)
-      flat = np.empty(int(np.prod(shape)), dtype=object)
-      flat[:] = list(_flatten(values))
-      out[spec.name] = tf.constant(flat.reshape(shape), tf.string)
-    else:
-      out[spec.name] = tf.constant(np.array(values, dtype=spec.dtype.as_numpy_dtype))
-  return out
-
-
-def _flatten(values):
-  for v in values:
-    if isinstance(v, list):
-      yield from _flatten(v)
-    else:
-      yield v
-
-
-def _plain(value, precision: int):
-  """``tolist()`` output -> JSON-ready: bytes decoded, floats rounded."""
-  if isinstance(value, list):
-    return [_plain(v, precision) for v in value]
-  if isinstance(value, bytes):
-    return value.decode("utf-8", "replace")
-  if isinstance(value, float) and precision and np.isfinite(value):
-    return float("%.*g" % (precision, value))
-  return value
-
-
-def decode_outputs(outputs: Dict[str, tf.Tensor], batch: int,
-                   precision: int = 6) -> List[Dict[str, Any]]:
-  """Signature outputs -> one JSON-ready dict per row.
-
-  Args:
-    outputs: the signature's output dict (tensors [B, ...]).
-    batch: B.
-    precision: significant digits of floats (0: unrounded).
-
-  Returns:
-    ``batch`` dicts, output name -> the row's value: str for strings
-    (UTF-8, invalid bytes replaced), bool, int, float (rounded; inf/nan
-    kept), lists for tensors of higher rank. An output without the batch
-    dimension is given whole to every row.
-  """
-  rows = [{} for _ in range(batch)]
-  for name in sorted(outputs):
-    a = np.asarray(outputs[name].numpy() if hasattr(outputs[name], "numpy")
-                   else outputs[name])
-    if a.ndim and a.shape[0] == batch:
-      for i, v in enumerate(a.tolist()):
-        rows[i][name] = _plain(v, precision)
-    else:
-      whole = _plain(a.tolist(), precision)
-      for r in rows:
-        r[name] = whole
-  return rows
-
-
-def _tf_message(e: Exception) -> str:
-  """The informative line of a TensorFlow error (the assertion's text)."""
-  text = getattr(e, "message", None) or str(e)
-  lines = [l.strip() for l in text.splitlines() if l.strip()]
-  for l in lines:
-    if "assertion failed" in l:
-      return l[:400]
-  useful = [l for l in lines if not l.startswith(("Graph execution error",
-                                                  "Detected at node", "[["))]
-  return (useful or lines or [type(e).__name__])[0][:400]
-
-
-def predict(fn, inputs: Sequence[InputSpec], rows: Sequence[dict], batch_size: int = 64,
-            precision: int = 6) -> List[Dict[str, Any]]:
-  """Calls the signature on ``rows`` in batches; one output dict per row.
-
-  Raises:
-    PredictError: the model refused a batch (its first and last row named).
-  """
-  results = []
-  for start in range(0, len(rows), batch_size):
-    chunk = rows[start:start + batch_size]
-    try:
-      out = fn(**batch_tensors(chunk, inputs))
-    except (tf.errors.OpError, ValueError, TypeError) as e:
-      raise PredictError("rows %d-%d: the export refused the request: %s" % (
-          start + 1, start + len(chunk), _tf_message(e))) from e
-    results.extend(decode_outputs(out, len(chunk), precision))
-  return results
-
-
-def _inputs_for_print(row: dict) -> dict:
-  def plain(v):
-    if isinstance(v, list):
-      return [plain(x) for x in v]
-    if isinstance(v, bytes):
-      return v.decode("utf-8", "replace")
-    return v
-  return {k: plain(v) for k, v in row.items()}
-
-
-def write_lines(lines: Sequence[str], output_file: Optional[str]) -> None:
+def write_lines(lines: Sequence[str], output_file: Optional[str] = None) -> None:
   """Writes the JSON lines to stdout, or to ``output_file`` atomically
-  (a temporary file in the same directory, renamed when whole)."""
+  (a temporary sibling, renamed when whole).
+
+  Raises:
+    OSError: ``output_file``'s directory is missing or unwritable.
+  """
   data = "".join(l + "\n" for l in lines).encode("utf-8")
   if not output_file:
     sys.stdout.flush()
@@ -536,25 +98,16 @@ def write_lines(lines: Sequence[str], output_file: Optional[str]) -> None:
     sys.stdout.buffer.flush()
     return
   directory = os.path.dirname(os.path.abspath(output_file))
-  fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(output_file) + ".",
-                             suffix=".tmp", dir=directory)
-  try:
-    with os.fdopen(fd, "wb") as f:
+  if not os.path.isdir(directory):  # a typo'd path is refused, not created
+    raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), directory)
+  with io_utils.atomic_output(output_file) as tmp:
+    with open(tmp, "wb") as f:
       f.write(data)
-    os.replace(tmp, output_file)
-  except BaseException:
-    if os.path.exists(tmp):
-      os.unlink(tmp)
-    raise
-
-
-def fail(message: str) -> NoReturn:
-  """Exits with one ``predict_saved_model: error: ...`` line."""
-  sys.exit("%s: error: %s" % (TOOL, message))
 
 
 def serve(argv: Sequence[str]) -> List[str]:
-  """The JSON lines for ``argv`` (``[prog, EXPORT, STRING...]``) and the flags.
+  """The JSON lines for ``argv`` (``[prog, EXPORT, STRING...]``) and the flags
+  (:func:`bert_tf.export.client.serve`).
 
   Raises:
     PredictError: every bad request, export or flag combination.
@@ -562,44 +115,10 @@ def serve(argv: Sequence[str]) -> List[str]:
   if len(argv) < 2:
     raise PredictError("usage: bert-predict-saved-model [flags] EXPORT [STRING ...] "
                        "(or --input_file=ROWS.jsonl); --help explains")
-  path = resolve_export(argv[1])
-  strings = list(argv[2:])
-  if FLAGS.input_file and strings:
-    raise PredictError("give the request as command-line STRINGs or as --input_file, "
-                       "not both")
-  signatures = read_signatures(path)
-  name = FLAGS.signature_name
-  if FLAGS.pair:
-    if "pair" in signatures:
-      name = "pair"
-    elif len(signatures.get(name, ())) != 2:
-      raise PredictError("--pair: %s has no 'pair' signature (signatures: %s)" % (
-          path, ", ".join(sorted(signatures))))
-  if name not in signatures:
-    raise PredictError("%s has no signature %r (signatures: %s)" % (
-        path, name, ", ".join(sorted(signatures))))
-  inputs = signature_inputs(signatures[name], read_metadata(path), name)
-  if not inputs:
-    raise PredictError("%s: signature %r takes no input" % (path, name))
-  if FLAGS.input_file:
-    raw = rows_from_jsonl(FLAGS.input_file, inputs, name)
-  elif strings:
-    raw = rows_from_args(strings, inputs, name)
-  else:
-    raise PredictError("no request: give STRINGs after %s, or --input_file (%s)" % (
-        argv[1], expected(inputs, name)))
-  rows = check_rows(raw, inputs)
-  try:
-    fn = tf.saved_model.load(path).signatures[name]
-  except (OSError, ValueError, KeyError, tf.errors.OpError) as e:
-    raise PredictError("%s: cannot load the SavedModel: %s" % (path, _tf_message(e))) from e
-  results = predict(fn, inputs, rows, FLAGS.batch_size, FLAGS.precision)
-  lines = []
-  for row, result in zip(rows, results):
-    if FLAGS.with_inputs:
-      result = dict(result, inputs=_inputs_for_print(row))
-    lines.append(json.dumps(result, sort_keys=True, ensure_ascii=False))
-  return lines
+  return client.serve(argv[1], argv[2:], input_file=FLAGS.input_file,
+                      signature_name=FLAGS.signature_name, pair=FLAGS.pair,
+                      batch_size=FLAGS.batch_size, precision=FLAGS.precision,
+                      with_inputs=FLAGS.with_inputs)
 
 
 def main(argv):
@@ -608,9 +127,9 @@ def main(argv):
     lines = serve(argv)
     write_lines(lines, FLAGS.output_file)
   except PredictError as e:
-    fail(str(e))
+    _startup.fail(TOOL, e)
   except OSError as e:
-    fail("--output_file: %s" % e)
+    _startup.fail(TOOL, OSError("--output_file: %s" % e))
 
 
 def run():

@@ -39,7 +39,6 @@ from absl import flags
 from bert_tf.tools import _common
 from bert_tf import jobs
 from bert_tf.data import classifier_data
-from bert_tf.export import saved_model
 from bert_tf.tasks import classification
 
 FLAGS = flags.FLAGS
@@ -49,15 +48,6 @@ flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
 flags.DEFINE_bool("do_predict", False, "Whether to predict the test set (test_results.tsv, predictions.tsv; a labelled test file's metrics in test_results.txt; earlier files are kept as <name>.1.tsv, ...).")
 _common.define_training_flags()
 flags.adopt_module_key_flags(_common)  # --helpshort lists them too
-
-
-def export_classifier(model, task):
-  """The export hook: the fine-tuned model with its preprocessing, as a
-  TF Serving SavedModel version under ``--export_dir``."""
-  t = task.data_task
-  return saved_model.export_classifier(
-      model, task.preprocessor, None if t.is_regression else t.labels,
-      task.params.export_dir, t.name, t.is_pair, is_regression=t.is_regression)
 
 
 def resolve_task_name():
@@ -77,7 +67,7 @@ def resolve_task_name():
 main = _common.task_main("run_classifier", classification.ClassifierParams,
                          jobs.run_classifier,
                          ("do_train", "do_eval", "do_predict", "export_dir"),
-                         exporter=export_classifier, prepare=resolve_task_name,
+                         exporter=_common.export_model, prepare=resolve_task_name,
                          job_flags=("do_train", "do_eval", "do_predict"))
 
 

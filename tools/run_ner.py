@@ -34,17 +34,8 @@ from bert_tf import jobs
 from bert_tf.tasks import tagging
 
 
-def export_tagger(model, task):
-  """The export hook: the tagger with its word-piece windows
-  (:func:`bert_tf.export.export_tagger`) under ``--export_dir``."""
-  from bert_tf.export import tagging as tagging_export  # pylint: disable=g-import-not-at-top
-  return tagging_export.export_tagger(model, task.preprocessor, task.labels,
-                                      task.params.export_dir,
-                                      doc_stride=task.params.doc_stride)
-
-
 main, run = _common.fine_tuning_tool("run_ner", __name__, tagging.NerParams,
-                                     jobs.run_ner, export_tagger)  # run: console script
+                                     jobs.run_ner, _common.export_model)  # run: console script
 
 
 if __name__ == "__main__":

@@ -29,7 +29,6 @@ from absl import flags
 
 from bert_tf.tools import _common
 from bert_tf import jobs
-from bert_tf import export
 from bert_tf.tasks import squad
 
 FLAGS = flags.FLAGS
@@ -38,16 +37,9 @@ _common.define_task_flags(squad.SquadParams, __name__)
 TOOL = "run_squad"
 
 
-def export_squad(model, info, export_dir):
-  """The export hook: the fine-tuned model with the tokenizer, doc-stride
-  windows and span choice inside (:func:`bert_tf.export.export_squad`) as a
-  TF Serving SavedModel version under ``--export_dir``."""
-  return export.export_squad(model, export_dir=export_dir, **info)
-
-
 main = _common.task_main(TOOL, squad.SquadParams, jobs.run_squad,
                          ("do_train", "do_predict", "export_dir"),
-                         exporter=export_squad)
+                         exporter=_common.export_model)
 
 
 def run():

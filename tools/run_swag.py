@@ -32,17 +32,8 @@ from bert_tf import jobs
 from bert_tf.tasks import swag
 
 
-def export_multiple_choice(model, task):
-  """The export hook (:func:`bert_tf.export.export_multiple_choice`:
-  ``context`` [B] + ``endings`` [B, N] in, probabilities out)."""
-  from bert_tf.export import multiple_choice  # pylint: disable=g-import-not-at-top
-  n = task.num_choices or 4
-  return multiple_choice.export_multiple_choice(
-      model, task.preprocessor, task.params.export_dir, num_choices=n)
-
-
 main, run = _common.fine_tuning_tool("run_swag", __name__, swag.SwagParams,
-                                     jobs.run_swag, export_multiple_choice)
+                                     jobs.run_swag, _common.export_model)
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ TF_FREE = [
     "bert_tf.data.squad", "bert_tf.data.swag", "bert_tf.data.conll", "bert_tf.data.extract", "bert_tf.data.pretraining.tokens", "bert_tf.data.pretraining.documents",
     "bert_tf.data.pretraining.records",
     "bert_tf.data.pretraining.faithful", "bert_tf.data.pretraining.sharded",
+    "bert_tf.data.pretraining.beam_runner",
 ]
 TF_MODULES = ("tensorflow", "tensorflow_text", "keras", "tf_keras")
 

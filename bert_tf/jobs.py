@@ -136,6 +136,8 @@ def run_classifier(params: classification.ClassifierParams, strategy,
     print_fn("fine-tuning %s: %d examples, %d steps (batch %d, %.3g epochs)" % (
         task.name, len(task.train), task.num_train_steps, params.train_batch_size,
         params.num_train_epochs))
+  for line in task.untold_length_lines():
+    print_fn(line)
   export_fn = _export_fn(exporter, params)
   return runner.Runner(runner.RunnerParams.from_params(params), print_fn).run(
       task, strategy, do_train=do_train, do_eval=do_eval and bool(task.devs),

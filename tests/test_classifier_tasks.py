@@ -591,6 +591,14 @@ def test_pair_task_train_eval_predict_best(tmp_path):
   # ... from the best model (rebuilt from best/ alone).
   model, pre, run = _reload(out, "best")
   assert run["labels"] == ["0", "1"] and run["is_regression"] is False
+  # The length report: printed once per split, recorded in the settings file.
+  (train_line,) = [l for l in lines if l.startswith("train: ")]
+  (dev_line,) = [l for l in lines if l.startswith("dev: ")]
+  assert " of 24 examples (" in train_line and " of 12 examples (" in dev_line
+  assert "--max_seq_length=%d" % run["max_seq_length"] in train_line
+  assert run["lengths"]["train"]["examples"] == 24
+  assert train_line.startswith("train: %d of 24" % run["lengths"]["train"]["truncated"])
+  assert run["lengths"]["dev"]["max"] >= run["lengths"]["dev"]["p90"] >= run["lengths"]["dev"]["p50"] > 3
   texts_a, texts_b = expect["test"][:2]
   want = tf.nn.softmax(model(preprocessing.trim_to_longest(
       pre(tf.constant(texts_a), tf.constant(texts_b))))).numpy()

@@ -5,6 +5,7 @@ import dataclasses
 import os
 import re
 
+from bert_tf import optimization
 from bert_tf.tasks import base
 from bert_tf.tasks import classification
 from bert_tf.tasks import fine_tuning
@@ -46,15 +47,20 @@ class _Spec:
 
 
 def test_short_warmup_with_the_original_optimizer_warns():
-  # run_swag's defaults on mc_wikihow: 337 steps, 10% warm-up = 33 steps.
-  line = fine_tuning.FineTuningTask.warmup_warning(_Spec("adamw_original", 33))
+  # The stability study's SQuAD slice: 125 steps, 10% warm-up = 12 steps,
+  # where the original optimizer's runs spread over 13-31 F1.
+  line = fine_tuning.FineTuningTask.warmup_warning(_Spec("adamw_original", 12, steps=125))
   assert line.startswith("warning: --optimizer=adamw_original"), line
-  assert "33 warm-up steps" in line and "--optimizer=adamw " in line, line
+  assert "12 warm-up steps" in line and "--optimizer=adamw " in line, line
   assert "Zhang et al. 2021" in line and "Mosbach et al. 2021" in line, line
   ratio = float(re.search(r"steps are ([0-9.]+)x Adam's", line).group(1))
-  assert 5.3 < ratio < 5.5  # (1 - 0.9**33) / sqrt(1 - 0.999**33) = 5.38
+  assert 6.5 < ratio < 6.7  # (1 - 0.9**12) / sqrt(1 - 0.999**12) = 6.57
   assert "\n" not in line
-  # Bias-corrected, or a warm-up long enough for the correction to fade: silent.
-  assert fine_tuning.FineTuningTask.warmup_warning(_Spec("adamw", 33)) is None
-  assert fine_tuning.FineTuningTask.warmup_warning(_Spec("adamw_original", 1000)) is None
-  assert fine_tuning.FineTuningTask.warmup_warning(_Spec("adamw_original", 400)) is not None
+  # Bias-corrected, or a warm-up where the study saw no extra spread: silent.
+  # run_swag's defaults on mc_wikihow (337 steps, 33 of warm-up) and the main
+  # job (893 steps, 89 of warm-up) among them.
+  assert fine_tuning.FineTuningTask.warmup_warning(_Spec("adamw", 12)) is None
+  for warmup in (33, 89, 400, 1000):
+    assert fine_tuning.FineTuningTask.warmup_warning(_Spec("adamw_original", warmup)) is None
+  assert fine_tuning.FineTuningTask.warmup_warning(
+      _Spec("adamw_original", optimization.FINE_TUNING_RISK_WARMUP_STEPS - 1)) is not None

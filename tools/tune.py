@@ -56,9 +56,24 @@ def task_from_argv(argv) -> str:
 
 _TASK = task_from_argv(sys.argv)
 _TOOL_MODULE = None
+# The task tool's --export_dir has no meaning in a search (its trials export
+# nothing; the best one goes under OUTPUT_DIR/export/ by --export): not in
+# --helpshort, refused when given.
+_NOT_IN_A_SEARCH = ("export_dir",)
 if _TASK in TOOLS:  # the task tool's own flags, defined as that tool defines them
   _TOOL_MODULE = importlib.import_module("bert_tf.tools." + TOOLS[_TASK])
-  flags.adopt_module_key_flags(_TOOL_MODULE)
+  for _flag in FLAGS.get_key_flags_for_module(_TOOL_MODULE):
+    if _flag.name not in _NOT_IN_A_SEARCH:
+      flags.declare_key_flag(_flag.name)
+
+
+def _check_argv(argv) -> None:
+  """One line, before absl parses, for what absl would word badly: no
+  ``--task`` (its task tool's flags are then unknown to absl)."""
+  helps = ("--help", "--helpshort", "--helpfull", "--helpxml", "-h", "-?")
+  if _TASK is None and not any(a.split("=", 1)[0] in helps for a in argv[1:]):
+    sys.exit("%s: error: --task is required: one of %s (then that task tool's flags)"
+             % (TOOL, ", ".join(TOOLS)))
 
 
 def main(argv):
@@ -66,6 +81,11 @@ def main(argv):
   if _TOOL_MODULE is None:
     sys.exit("%s: error: --task is required: one of %s (then that task tool's flags)"
              % (TOOL, ", ".join(TOOLS)))
+
+  for name in _NOT_IN_A_SEARCH:
+    if name in FLAGS and FLAGS[name].present:
+      sys.exit("%s: error: --%s: a search exports its best trial under "
+               "OUTPUT_DIR/export/ (--export); drop --%s" % (TOOL, name, name))
 
   def run_search():
     prepare = getattr(_TOOL_MODULE, "resolve_task_name", None)
@@ -85,6 +105,7 @@ def main(argv):
 
 def run():
   """Console-script entry point."""
+  _check_argv(sys.argv)
   _startup.run_app(main, __name__)
 
 

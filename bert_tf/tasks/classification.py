@@ -32,6 +32,7 @@ from bert_tf import checkpoints
 from bert_tf import errors
 from bert_tf import io_utils
 from bert_tf import metrics as metrics_lib
+from bert_tf import preprocessing
 from bert_tf.data import classifier_data
 from bert_tf.modeling import models
 from bert_tf.params import field
@@ -319,6 +320,29 @@ class ClassificationTask(fine_tuning.FineTuningTask):
     self.name = data_task.name
     self.best_metric = "eval_" + metrics_lib.main_metric(data_task.metrics)
     self._plan_steps(len(self.train) if do_train else 0)
+    # Shared by with_params copies (copy.copy): a search measures and
+    # reports the lengths once, not once per trial.
+    self._lengths = {"reports": None, "told": False}
+
+  def length_reports(self) -> list:
+    """:class:`bert_tf.preprocessing.LengthReport` per split read (train,
+    then each dev split): examples cut at ``--max_seq_length`` and the
+    length percentiles, measured once per task (its copies share them)."""
+    if self._lengths["reports"] is None:
+      splits = ([("train", self.train)] if self.train is not None else []) + [
+          (s.name, ex) for s, ex in self.devs]
+      self._lengths["reports"] = [
+          preprocessing.length_report(self.preprocessor, ex.texts_a, ex.texts_b, name)
+          for name, ex in splits]
+    return self._lengths["reports"]
+
+  def untold_length_lines(self) -> list:
+    """The lines of :meth:`length_reports`, the first time only (a tool
+    prints them once, whatever number of runs a search makes)."""
+    if self._lengths["told"]:
+      return []
+    self._lengths["told"] = True
+    return [r.line() for r in self.length_reports()]
 
   # --- what a hyperparameter search asks (bert_tf.tuning) -----------------
 
@@ -410,10 +434,13 @@ class ClassificationTask(fine_tuning.FineTuningTask):
 
   def run_config(self) -> dict:
     """``classifier_config.json``: ``task_name``, ``labels``, the tokenizer
-    settings, ``is_regression``, ``is_pair``."""
+    settings, ``is_regression``, ``is_pair``, and ``lengths`` (per split:
+    examples cut at ``max_seq_length``, their share, p50 / p90 / max in
+    tokens)."""
     t = self.data_task
     return dict(task_name=t.name, labels=list(t.labels), **self.tokenizer_settings(),
-                is_regression=t.is_regression, is_pair=t.is_pair)
+                is_regression=t.is_regression, is_pair=t.is_pair,
+                lengths={r.split: r.to_dict() for r in self.length_reports()})
 
   def train_dataset(self, batch_size, input_context):
     """Repeated ``(features, labels)`` batches of the training examples,

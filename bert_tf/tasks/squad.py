@@ -404,6 +404,7 @@ class QuestionAnsweringTask(fine_tuning.FineTuningTask):
     ``steps_summary`` of the training features for the current ``params``
     (:meth:`FineTuningTask.with_params`)."""
     p = self.params
+    fine_tuning.check_training_schedule(p)
     n, k = len(self.train_examples), self.num_train_features
     self.train_batch_size = p.train_batch_size
     self.train_rows = k

@@ -108,7 +108,11 @@ def test_pretrain_finetune_export_chain(tmp_path):
   assert "eval_accuracy = " in ev and "global_step = 14" in ev
   export_path = os.path.join(export_dir, "1")
   assert os.path.exists(os.path.join(export_path, "saved_model.pb"))
-  assert os.path.exists(os.path.join(export_path, "assets", "uncased_vocab.txt"))
+  # The vocab asset is the run directory's copy (the export is built from the
+  # run's own files): the same bytes as --vocab_file.
+  with open(os.path.join(export_path, "assets", "vocab.txt"), "rb") as f, \
+       open(VOCAB, "rb") as g:
+    assert f.read() == g.read()
   got = fresh_process_predict(export_path, {"text": SENTENCES})
   want = in_process_probabilities(ft_dir, SENTENCES)
   np.testing.assert_allclose(np.array(got["probabilities"]), want, atol=1e-6)

@@ -80,7 +80,9 @@ def latest_checkpoint(directory: str) -> Optional[str]:
   for line in lines:
     m = _STATE_LINE.match(line.strip())
     if m:
-      path = m.group(1).encode("utf-8").decode("unicode_escape")
+      # Text-proto escapes of a path: only \" and \\ occur in file names;
+      # unicode_escape would mangle non-ASCII ones.
+      path = re.sub(r"\\(.)", r"\1", m.group(1))
       if not os.path.isabs(path):
         path = os.path.join(directory, path)
       return path if os.path.exists(path + ".index") else None

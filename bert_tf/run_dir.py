@@ -28,7 +28,7 @@ Example::
 
 import os
 import re
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 BERT_CONFIG = "bert_config.json"
 VOCAB = "vocab.txt"
@@ -55,6 +55,8 @@ RUN_CONFIGS: Dict[str, Tuple[str, str]] = {
 PRETRAINING = "pretraining"
 
 _STATE_LINE = re.compile(r'^model_checkpoint_path:\s*"((?:[^"\\]|\\.)*)"\s*$')
+_ANY_STATE_LINE = re.compile(
+    r'^(model_checkpoint_path|all_model_checkpoint_paths):\s*"((?:[^"\\]|\\.)*)"\s*$')
 
 
 def latest_checkpoint(directory: str) -> Optional[str]:
@@ -87,6 +89,44 @@ def latest_checkpoint(directory: str) -> Optional[str]:
         path = os.path.join(directory, path)
       return path if os.path.exists(path + ".index") else None
   return None
+
+
+def listed_checkpoints(directory: str) -> List[str]:
+  """Every checkpoint prefix the ``checkpoint`` state file of ``directory``
+  lists (``all_model_checkpoint_paths`` and ``model_checkpoint_path``),
+  newest first, whether or not its files exist.
+
+  A resume walks this list to the newest checkpoint whose files read whole
+  (:func:`bert_tf.training.restore_latest`); a run directory with any entry
+  is a run to resume, even when its newest files were deleted by hand.
+
+  Args:
+    directory: a directory path (str).
+
+  Returns:
+    list of prefixes (``DIR/ckpt-N``; relative entries joined to
+    ``directory``), the state file's order reversed with its
+    ``model_checkpoint_path`` first; [] without a readable state file.
+  """
+  try:
+    with open(os.path.join(directory, CHECKPOINT_STATE), encoding="utf-8") as f:
+      lines = f.read().splitlines()
+  except (OSError, UnicodeDecodeError):
+    return []
+  latest, listed = None, []
+  for line in lines:
+    m = _ANY_STATE_LINE.match(line.strip())
+    if not m:
+      continue
+    path = re.sub(r"\\(.)", r"\1", m.group(2))
+    if not os.path.isabs(path):
+      path = os.path.join(directory, path)
+    if m.group(1) == "model_checkpoint_path":
+      latest = path
+    else:
+      listed.append(path)
+  out = ([latest] if latest else []) + listed[::-1]
+  return list(dict.fromkeys(out))
 
 
 def best_checkpoint(output_dir: str) -> Optional[str]:

@@ -548,8 +548,10 @@ class Runner:
     os.makedirs(p.output_dir, exist_ok=True)
     ckpt_dir = p.output_dir
     if is_chief and do_train:  # before anything in output_dir is rewritten
+      # (listed, not latest_checkpoint: a run whose newest files were
+      # deleted by hand still resumes, from an older checkpoint)
       check_recipe(p.output_dir, training_recipe(task),
-                   resuming=run_dir.latest_checkpoint(p.output_dir) is not None)
+                   resuming=bool(run_dir.listed_checkpoints(p.output_dir)))
     if is_chief:
       if do_train or not all(os.path.exists(os.path.join(p.output_dir, f))
                              for f in task.run_files if f):
@@ -635,14 +637,17 @@ class Runner:
                     is_chief=is_chief)
 
   def restore_or_initialize(self, state: RunState) -> None:
-    """Resumes from the newest checkpoint of ``output_dir`` (and this
+    """Resumes from the newest whole checkpoint of ``output_dir`` (and this
     worker's data position), else lets the task load its initial weights;
-    sets ``state.resumed_from``."""
+    sets ``state.resumed_from``. A newer checkpoint that is missing or
+    truncated is skipped with one warning line naming it and the steps
+    trained again (:func:`bert_tf.training.restore_latest`)."""
     manager = state.checkpoints.manager
     latest = training.restore_latest(
         manager if state.is_chief else
         tf.train.CheckpointManager(manager.checkpoint, self.params.output_dir,
-                                   max_to_keep=None))
+                                   max_to_keep=None),
+        warn_fn=self.print_fn, repair=state.is_chief)
     state.resumed_from = latest
     if latest:
       self.print_fn("resumed from %s at step %d" % (latest, state.step))

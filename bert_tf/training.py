@@ -39,7 +39,7 @@ import os
 import signal
 import threading
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 from absl import logging
 import keras
@@ -47,6 +47,7 @@ import tensorflow as tf
 
 from bert_tf import checkpoints
 from bert_tf import errors
+from bert_tf import run_dir
 
 
 def onednn_enabled() -> bool:
@@ -595,19 +596,109 @@ def seed_generator_states(model):
   return out
 
 
-def restore_latest(manager):
-  """Restores the newest checkpoint of ``manager``; returns its path or None."""
+def _step_of(prefix: str) -> Optional[int]:
+  """N of a ``.../ckpt-N`` prefix, or None."""
+  tail = prefix.rsplit("-", 1)[-1]
+  return int(tail) if tail.isdigit() else None
+
+
+def restore_latest(manager, warn_fn: Optional[Callable[[str], None]] = None,
+                   repair: bool = True) -> Optional[str]:
+  """Restores the newest WHOLE checkpoint of ``manager``; returns its path or None.
+
+  The candidates are the checkpoints the directory's ``checkpoint`` state
+  file lists, newest first (:func:`bert_tf.run_dir.listed_checkpoints`). One
+  whose files are missing (deleted by hand) or do not read whole (a ``.data``
+  file cut by a full disk or a killed copy: TensorFlow's reader raises
+  ``IndexError: Read less bytes than requested``) costs only its own steps:
+  it is skipped, and one line through ``warn_fn`` names it, the reason, the
+  checkpoint resumed from and the steps trained again. Only a checkpoint
+  whose every tensor reads and still fails to restore is a model that does
+  not fit. (The original's ``TPUEstimator`` restored the state file's
+  newest checkpoint only, and failed with a traceback.)
+
+  Args:
+    manager: a ``tf.train.CheckpointManager`` over the run directory.
+    warn_fn: where the one warning line goes (None: ``absl.logging.warning``).
+    repair: rewrite the state file without the skipped checkpoints, so the
+      manager's next save and sweep go on from the one restored (the chief;
+      False on the other workers, which only read the chief's directory).
+
+  Returns:
+    the restored prefix (``DIR/ckpt-N``), or None when the state file lists
+    no checkpoint (a new run).
+
+  Raises:
+    errors.CorruptCheckpointError: every listed checkpoint is missing or
+      unreadable (names each and the fix).
+    errors.CheckpointError: a readable checkpoint does not fit the model the
+      flags build (names it and ``--bert_config_file``).
+  """
+  candidates = run_dir.listed_checkpoints(manager.directory)
   latest = manager.latest_checkpoint
-  if latest:
-    # expect_partial: a run that only evaluates or predicts restores no
-    # input iterator, whose saved position is then left unused on purpose.
-    try:
-      manager.checkpoint.restore(latest).assert_existing_objects_matched().expect_partial()
-    except (ValueError, AssertionError, tf.errors.OpError) as e:
-      checkpoints.silence_unrestored_warnings()
-      raise errors.CheckpointError(
-          "%s: the run's checkpoint does not fit the model the flags build "
-          "(check --bert_config_file, or use a new --output_dir): %s"
-          % (latest, errors.first_line(e))) from None
-    logging.info("Resumed from %s", latest)
-  return latest
+  if latest and latest not in candidates:
+    candidates.insert(0, latest)
+  skipped = []
+  for prefix in candidates:
+    reason = (None if os.path.exists(prefix + ".index") else
+              "is missing (no %s.index)" % os.path.basename(prefix))
+    if reason is None:
+      # expect_partial: a run that only evaluates or predicts restores no
+      # input iterator, whose saved position is then left unused on purpose.
+      try:
+        manager.checkpoint.restore(prefix).assert_existing_objects_matched().expect_partial()
+      except Exception as e:  # pylint: disable=broad-except
+        # A failed restore leaves deferred restorations in the objects; the
+        # next candidate's restore assigns every variable again.
+        checkpoints.silence_unrestored_warnings()
+        reason = checkpoints.unreadable_reason(prefix)
+        if reason is None:
+          if not isinstance(e, (ValueError, AssertionError, tf.errors.OpError)):
+            raise
+          raise errors.CheckpointError(
+              "%s: the run's checkpoint does not fit the model the flags build "
+              "(check --bert_config_file, or use a new --output_dir): %s"
+              % (prefix, errors.first_line(e))) from None
+        reason = "is truncated or unreadable (%s)" % reason
+    if reason is not None:
+      skipped.append((prefix, reason))
+      continue
+    if skipped:
+      _report_skipped(skipped, prefix, warn_fn)
+      if repair:
+        _forget(manager, [p for p, _ in skipped], prefix)
+    logging.info("Resumed from %s", prefix)
+    return prefix
+  if skipped:
+    raise errors.CorruptCheckpointError(
+        "%s: no whole checkpoint to resume from: %s. Restore the files, or "
+        "delete the checkpoint files and the 'checkpoint' file to train anew, "
+        "or use a new --output_dir" % (manager.directory, "; ".join(
+            "%s %s" % (p, r) for p, r in skipped)), path=skipped[0][0])
+  return None
+
+
+def _report_skipped(skipped, restored, warn_fn) -> None:
+  """The one line about the checkpoints skipped on the way to ``restored``."""
+  step = _step_of(restored)
+  newest = max((_step_of(p) or 0) for p, _ in skipped)
+  redo = ("steps %d-%d are trained again" % (step + 1, newest)
+          if step is not None and newest > step else "no step is lost")
+  line = ("warning: checkpoint %s; resuming from %s, the newest whole one: %s"
+          % ("; ".join("%s %s" % (p, r) for p, r in skipped), restored, redo))
+  (warn_fn or logging.warning)(line)
+
+
+def _forget(manager, prefixes, restored) -> None:
+  """Rewrites ``manager``'s state file with ``restored`` as its newest
+  checkpoint and without ``prefixes`` (their files stay for the user to
+  look at; the next save at the same step replaces them)."""
+  maybe_delete = getattr(manager, "_maybe_delete", None)
+  if maybe_delete is None or not hasattr(manager, "_record_state"):
+    return  # another CheckpointManager: the state file is left as it is
+  for p in prefixes:
+    maybe_delete.pop(p, None)
+  if not maybe_delete:  # the state file lists at least the one restored
+    maybe_delete[restored] = time.time()
+  manager._latest_checkpoint = restored  # pylint: disable=protected-access
+  manager._record_state()  # pylint: disable=protected-access

@@ -3,8 +3,11 @@
 :class:`Runner` runs a :class:`bert_tf.tasks.base.Task`: it builds the model
 and optimizer in the strategy's scope, resumes from the newest checkpoint in
 ``output_dir`` (weights, optimizer, dropout RNG and, for tasks with
-``resumable_input``, every worker's data position), trains in loops of
-``iterations_per_loop`` steps with :class:`bert_tf.training.Trainer`, saves
+``resumable_input``, every worker's data position; a missing or truncated
+newest checkpoint is skipped with a warning), trains in loops of at most
+``iterations_per_loop`` steps with :class:`bert_tf.training.Trainer` (a
+progress line with its ETA every ``iterations_per_loop`` steps and at least
+about every ``progress_seconds``, whatever the step time), saves
 checkpoints every ``save_checkpoints_steps``, writes TensorBoard scalars to
 ``output_dir/train`` and ``output_dir/eval``, evaluates at the steps it is
 given and writes ``eval_results.txt``, keeps the best model by the task's
@@ -26,7 +29,6 @@ Example::
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import json
 import math
@@ -61,7 +63,7 @@ NOT_RECIPE = frozenset({
     "predict_file", "dev_file", "test_file", "eval_batch_size",
     "predict_batch_size", "max_eval_steps", "n_best_size", "max_answer_length",
     "null_score_diff_threshold", "verbose_logging", "keep_best",
-    "iterations_per_loop", "save_checkpoints_steps", "keep_checkpoint_max",
+    "iterations_per_loop", "progress_seconds", "save_checkpoints_steps", "keep_checkpoint_max",
     "stop_at_step", "distribution_strategy", "num_cpu_devices", "deterministic",
     "jit_compile", "num_accumulation_steps", "tfds_data_dir", "strict_utf8"})
 
@@ -73,7 +75,12 @@ class RunnerParams:
   Attributes:
     output_dir: checkpoints, ``eval_results.txt``, ``train/``, ``eval/``,
       ``best/``.
-    iterations_per_loop: steps per ``tf.function`` call and per log line.
+    iterations_per_loop: the most steps per ``tf.function`` call (host
+      loop) and the steps between progress lines.
+    progress_seconds: a progress line (with its ETA) at least about this
+      often whatever the step time, the first one about this long after the
+      first step (:class:`bert_tf.training.ProgressCadence`); None: lines
+      every ``iterations_per_loop`` steps only.
     save_checkpoints_steps: checkpoint cadence in steps.
     keep_checkpoint_max: checkpoints kept.
     stop_at_step: end this run early at this step (checkpointed); a rerun
@@ -91,6 +98,7 @@ class RunnerParams:
   """
   output_dir: str
   iterations_per_loop: int = 100
+  progress_seconds: Optional[float] = 60.0
   save_checkpoints_steps: int = 1000
   keep_checkpoint_max: int = 3
   stop_at_step: Optional[int] = None
@@ -258,47 +266,8 @@ def format_duration(seconds: float) -> str:
   return "%d:%02d:%02d" % (h, m, s) if h else "%d:%02d" % (m, s)
 
 
-class EtaEstimator:
-  """Time left from the recent loops' seconds per step.
-
-  The first loop of a run traces and compiles the step (measured: ~2x the
-  steady time per step on the tiny model); an ETA from the time since the
-  start overstates the rest of the run by as much. This keeps the last
-  ``window`` loops' ``(steps, seconds)`` and, once a second loop is seen,
-  leaves the first out; the ETA is the remaining steps times their mean
-  seconds per step.
-
-  Example::
-
-    eta = EtaEstimator()
-    eta.update(steps=50, seconds=30.0)   # the first loop (compiles)
-    eta.update(steps=50, seconds=10.0)
-    eta.seconds_left(400)                # 80.0
-  """
-
-  def __init__(self, window: int = 10):
-    self.first = None
-    self.recent = collections.deque(maxlen=window)
-
-  def update(self, steps: int, seconds: float) -> None:
-    """Records one loop: ``steps`` steps in ``seconds`` seconds."""
-    if steps <= 0:
-      return
-    if self.first is None:
-      self.first = (steps, seconds)
-    else:
-      self.recent.append((steps, seconds))
-
-  def seconds_per_step(self) -> float:
-    """The mean over the recent loops (the first loop alone until another
-    is seen; 0.0 before any)."""
-    loops = list(self.recent) or ([self.first] if self.first else [])
-    steps = sum(n for n, _ in loops)
-    return sum(s for _, s in loops) / steps if steps else 0.0
-
-  def seconds_left(self, steps_left: int) -> float:
-    """Estimated seconds for ``steps_left`` more steps."""
-    return self.seconds_per_step() * max(0, steps_left)
+# The ETA of the progress lines (defined with the loop that feeds it).
+EtaEstimator = training.EtaEstimator
 
 
 def worker_info(strategy) -> tuple:
@@ -485,7 +454,10 @@ class Runner:
 
   Args:
     params: :class:`RunnerParams`.
-    print_fn: progress lines go here (one per loop, one per evaluation).
+    print_fn: progress lines go here (every ``iterations_per_loop`` steps
+      and at least about every ``progress_seconds``; one per evaluation).
+    clock: monotonic seconds for the progress cadence, elapsed time and ETA
+      (tests pass a fake one).
 
   Example::
 
@@ -493,9 +465,11 @@ class Runner:
         task, tf.distribute.OneDeviceStrategy("/cpu:0"), do_train=True)
   """
 
-  def __init__(self, params: RunnerParams, print_fn: Callable[[str], None] = print):
+  def __init__(self, params: RunnerParams, print_fn: Callable[[str], None] = print,
+               clock: Callable[[], float] = time.monotonic):
     self.params = params
     self.print_fn = print_fn
+    self.clock = clock
 
   def run(self, task: base.Task, strategy, do_train: bool = True,
           do_eval: bool = False, do_predict: bool = False,
@@ -686,7 +660,13 @@ class Runner:
         normalizer_fn=normalizer, jit_compile=p.jit_compile)
     writer = (tf.summary.create_file_writer(os.path.join(p.output_dir, "train"))
               if state.is_chief else tf.summary.create_noop_writer())
-    log = self._loop_logger(state, end, writer)
+    # One cadence for the whole run: its ETA keeps the steady step time
+    # across evaluations. Multi-worker jobs keep fixed loops (every worker
+    # must run calls of the same length).
+    cadence = training.ProgressCadence(
+        p.iterations_per_loop, p.progress_seconds, clock=self.clock,
+        fixed=state.num_workers > 1)
+    log = self._loop_logger(state, end, writer, cadence)
     stops = [s for s in eval_at_steps if step < s < end] if state.do_eval else []
     last, evaluated = {}, False
     # SIGINT/SIGTERM: a checkpoint at the current step, then Interrupted.
@@ -696,7 +676,7 @@ class Runner:
           last = trainer.train(state.iterator, stop, state.checkpoints,
                                steps_per_loop=p.iterations_per_loop, log_fn=log,
                                examples_per_step=batch_size_of(task),
-                               stop=stop_request)
+                               stop=stop_request, cadence=cadence)
         except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
           task.explain_data_error(e)
           raise
@@ -707,22 +687,21 @@ class Runner:
       state.results.update({"train_" + k: v for k, v in task.train_metrics(last).items()})
     return evaluated
 
-  def _loop_logger(self, state: RunState, end: int, writer) -> Callable:
+  def _loop_logger(self, state: RunState, end: int, writer,
+                   cadence: training.ProgressCadence) -> Callable:
     """The ``log_fn(gstep, sums, seconds)`` of :meth:`train_until`: one log
-    line (metrics, learning rate, throughput, elapsed, ETA) and the
-    ``train/`` scalars per loop."""
+    line (metrics, learning rate, throughput, elapsed, ETA from ``cadence``'s
+    steady step time) and the ``train/`` scalars per line."""
     task, optimizer = state.task, state.optimizer
     total = state.spec.num_train_steps
-    started = time.monotonic()
-    estimator = EtaEstimator()
+    started = self.clock()
 
     def log(gstep, sums, seconds):
       m = task.train_metrics(sums)
       lr = float(optimizer.learning_rate)
       rate = sums.get("examples_per_second", 0.0)
-      elapsed = time.monotonic() - started
-      estimator.update(int(sums.get("steps", 0)), seconds)
-      eta = estimator.seconds_left(end - gstep)
+      elapsed = self.clock() - started
+      eta = cadence.eta.seconds_left(end - gstep)
       self.print_fn("step %d/%d %s lr=%.3g %.1f %s/s (%.1fs) elapsed %s eta %s" % (
           gstep, total, format_metrics(m), lr, rate, task.example_unit, seconds,
           format_duration(elapsed), format_duration(eta)))

@@ -35,6 +35,7 @@ checkpoint's files before updating the ``checkpoint`` index file, so a
 killed job never leaves an index naming a partial checkpoint.
 """
 
+import collections
 import os
 import signal
 import threading
@@ -235,6 +236,139 @@ class StopRequest:
     self._thread.join(timeout=10)
     os.close(r)
     return False
+
+
+class EtaEstimator:
+  """Time left from the recent host loops' seconds per step.
+
+  The first loop of a run traces and compiles the step (measured: ~2x the
+  steady time per step on the tiny model); an ETA from the time since the
+  start overstates the rest of the run by as much. This keeps the last
+  ``window`` loops' ``(steps, seconds)`` (a loop: one call of the training
+  function, :class:`Trainer`) and, once a second loop is seen, leaves the
+  first out; the ETA is the remaining steps times their mean seconds per
+  step.
+
+  Example::
+
+    eta = EtaEstimator()
+    eta.update(steps=50, seconds=30.0)   # the first loop (compiles)
+    eta.update(steps=50, seconds=10.0)
+    eta.seconds_left(400)                # 80.0
+  """
+
+  def __init__(self, window: int = 10):
+    self.first = None
+    self.recent = collections.deque(maxlen=window)
+
+  def update(self, steps: int, seconds: float) -> None:
+    """Records one loop: ``steps`` steps in ``seconds`` seconds."""
+    if steps <= 0:
+      return
+    if self.first is None:
+      self.first = (steps, seconds)
+    else:
+      self.recent.append((steps, seconds))
+
+  def seconds_per_step(self) -> float:
+    """The mean over the recent loops (the first loop alone until another
+    is seen; 0.0 before any)."""
+    loops = list(self.recent) or ([self.first] if self.first else [])
+    steps = sum(n for n, _ in loops)
+    return sum(s for _, s in loops) / steps if steps else 0.0
+
+  def seconds_left(self, steps_left: int) -> float:
+    """Estimated seconds for ``steps_left`` more steps."""
+    return self.seconds_per_step() * max(0, steps_left)
+
+
+class ProgressCadence:
+  """When the training loop comes back to Python for a progress line.
+
+  A line (and a checkpoint at the save cadence) comes after every
+  ``every_steps`` steps (``--iterations_per_loop``: steps per host loop, the
+  original's TPU meaning; no call of the training function runs more), and,
+  whatever the step time, about every ``every_seconds`` seconds: the first
+  line within about ``every_seconds`` of the first step, then at that rhythm.
+  The first two calls run one step each (the first traces and compiles, the
+  second times a steady step); later calls are sized from that time to end
+  near the next line's time. Measured case (issue 63): 512 tokens on 2 CPU
+  cores at ~17 s per step with ``--iterations_per_loop=50`` printed its
+  first line after 14.5 minutes; here after ~1 minute.
+
+  With ``fixed`` (a multi-worker job: every worker must run calls of the
+  same length, or their collectives would pair steps of different calls)
+  calls and lines come every ``every_steps`` steps only, as before.
+
+  Args:
+    every_steps: steps between lines (>= 1), and the most per call.
+    every_seconds: seconds between lines at most (about; one step more when
+      a step is longer); None: no time-based lines.
+    clock: seconds, monotonic (``time.monotonic``; tests pass a fake).
+    fixed: calls of ``every_steps`` steps, no time-based lines.
+
+  Attributes:
+    eta: the :class:`EtaEstimator` fed with every call's steps and seconds.
+
+  Example::
+
+    cadence = ProgressCadence(every_steps=50, every_seconds=60.0)
+    trainer.train(iterator, 1000, manager, cadence=cadence, log_fn=log)
+  """
+
+  def __init__(self, every_steps: int, every_seconds: Optional[float] = 60.0,
+               clock: Callable[[], float] = time.monotonic, fixed: bool = False):
+    self.every_steps = max(1, int(every_steps))
+    self.every_seconds = every_seconds
+    self.clock = clock
+    self.fixed = fixed or every_seconds is None
+    self.eta = EtaEstimator()
+    self.calls = 0
+    self.line_step = 0
+    self.line_time = clock()
+
+  def begin(self, step: int) -> None:
+    """The loop (re)starts at ``step``: the next line is timed from now (an
+    evaluation between two training spans printed lines of its own)."""
+    self.line_step = int(step)
+    self.line_time = self.clock()
+
+  def _steady(self) -> Optional[float]:
+    """Seconds per step once a steady call is timed, else None."""
+    return self.eta.seconds_per_step() if self.calls >= 2 else None
+
+  def next_call(self, step: int, end: int) -> int:
+    """Steps (>= 1) for the next call from ``step`` toward ``end``."""
+    n = min(self.every_steps - (step - self.line_step), end - step)
+    if self.fixed or n <= 1:
+      return max(1, n)
+    if self.calls < 2:
+      return 1  # trace and compile; then one steady step, timed
+    per_step = self._steady()
+    left = self.line_time + self.every_seconds - self.clock()
+    if per_step and per_step > 0:
+      n = min(n, int(round(left / per_step)))
+    return max(1, n)
+
+  def record(self, steps: int, seconds: float) -> None:
+    """One call ran ``steps`` steps in ``seconds``."""
+    self.calls += 1
+    self.eta.update(steps, seconds)
+
+  def line_due(self, step: int, end: int) -> bool:
+    """Whether a line comes now, at ``step`` (``end``: the loop's last step)."""
+    if step >= end or step - self.line_step >= self.every_steps:
+      return True
+    if self.fixed:
+      return False
+    elapsed = self.clock() - self.line_time
+    half_step = (self._steady() or 0.0) / 2
+    return elapsed + half_step >= self.every_seconds
+
+  def line_done(self, step: int) -> None:
+    """A line was printed at ``step``."""
+    self.line_step = int(step)
+    self.line_time = self.clock()
 
 
 RETAIN_HOST_MEMORY_ENV = "BERT_TF_RETAIN_HOST_MEMORY"
@@ -518,7 +652,8 @@ class Trainer:
     return {k: totals[j] for j, k in enumerate(keys)}
 
   def train(self, iterator, num_train_steps, manager=None, steps_per_loop=10,
-            log_fn=None, examples_per_step=None, stop: Optional[StopRequest] = None):
+            log_fn=None, examples_per_step=None, stop: Optional[StopRequest] = None,
+            cadence: Optional[ProgressCadence] = None):
     """Trains until ``optimizer.iterations == num_train_steps``.
 
     Args:
@@ -528,40 +663,60 @@ class Trainer:
       num_train_steps: the final global step (int); resumed runs continue
         from ``optimizer.iterations``.
       manager: optional ``tf.train.CheckpointManager``; ``save`` is called
-        after every loop (it saves every ``checkpoint_interval`` steps) and
-        at the end.
-      steps_per_loop: steps per ``tf.function`` call and per log line.
-      log_fn: ``log_fn(step, metrics_sums, seconds)`` after each loop.
+        after every log line (it saves every ``checkpoint_interval`` steps)
+        and at the end.
+      steps_per_loop: the most steps per ``tf.function`` call (a host loop)
+        and the steps between log lines (without ``cadence``).
+      log_fn: ``log_fn(step, metrics_sums, seconds)`` at each log line: the
+        sums and seconds of every step since the previous line.
       examples_per_step: global batch size, for the throughput figure.
       stop: an entered :class:`StopRequest`: when it is signalled, the loop
         under way ends after its current step, a checkpoint is saved at that
         step (``manager`` required) and :class:`Interrupted` is raised.
+      cadence: when lines come and how long calls are
+        (:class:`ProgressCadence`); default: a line every
+        ``steps_per_loop`` steps and at least about every minute.
 
     Returns:
-      the metric sums of the last loop (dict of floats), or {} if no step ran.
+      the metric sums of the steps the last log line reported (dict of
+      floats, ``steps`` among them), or {} if no step ran.
 
     Raises:
       Interrupted: ``stop`` was signalled (after the checkpoint is saved).
     """
+    cadence = cadence or ProgressCadence(steps_per_loop)
+    clock = cadence.clock
     last = {}
     step = int(self.optimizer.iterations.numpy())
+    cadence.begin(step)
+    span, span_steps, span_seconds = {}, 0, 0.0
     flag = stop.flag if stop is not None else self._no_stop()
     while step < num_train_steps and not (stop is not None and stop.requested):
-      n = min(steps_per_loop, num_train_steps - step)
-      start = time.time()
+      n = cadence.next_call(step, num_train_steps)
+      start = clock()
       sums = self._step(iterator, tf.constant(n), flag)
       sums = {k: float(v) for k, v in sums.items()}
-      seconds = time.time() - start
+      seconds = clock() - start
       n = int(self.optimizer.iterations.numpy()) - step  # fewer when stopped
       step += n
-      sums["steps"] = float(n)
+      cadence.record(n, seconds)
+      for k, v in sums.items():
+        span[k] = span.get(k, 0.0) + v
+      span_steps += n
+      span_seconds += seconds
+      if not (cadence.line_due(step, num_train_steps) or
+              (stop is not None and stop.requested)):
+        continue
+      span["steps"] = float(span_steps)
       if examples_per_step:
-        sums["examples_per_second"] = n * examples_per_step / max(seconds, 1e-9)
-      last = sums
+        span["examples_per_second"] = span_steps * examples_per_step / max(span_seconds, 1e-9)
+      last = span
       if log_fn is not None:
-        log_fn(step, sums, seconds)
+        log_fn(step, span, span_seconds)
       if manager is not None:
         manager.save(checkpoint_number=step, check_interval=True)
+      cadence.line_done(step)
+      span, span_steps, span_seconds = {}, 0, 0.0
     if manager is not None and step > 0:
       if manager.latest_checkpoint is None or not manager.latest_checkpoint.endswith(
           "-%d" % step):

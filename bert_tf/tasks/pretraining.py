@@ -64,7 +64,7 @@ class PretrainingParams:
   num_train_steps: int = field(100000, "Number of training steps.")
   num_warmup_steps: int = field(10000, "Number of warm-up steps.")
   save_checkpoints_steps: int = field(1000, "How often to save a checkpoint.")
-  iterations_per_loop: int = field(100, "Steps per loop (and per progress line).")
+  iterations_per_loop: int = field(100, "Steps per host loop (the most per tf.function call) and per progress line; a progress line also comes at least about every minute.")
   max_eval_steps: int = field(100, "Maximum number of eval steps.")
   optimizer: str = field("adamw_original", "Optimizer (default: the original AdamWeightDecay).", choices=OPTIMIZERS)
   nsp: bool = field(True, "Train the next-sentence head (False: the paper's No-NSP ablation).")

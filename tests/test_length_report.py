@@ -1,10 +1,16 @@
-"""preprocessing.length_report: untruncated lengths, counted as the original would."""
+"""Truncation told: untruncated lengths, counted as the original would, per
+task (classifier pairs, SQuAD windows, NER windows, SWAG choices) against
+the original BERT's tokenizer, and the Keras models' one warning per call
+(issue 63 item 1)."""
 
 import csv
+import json
+import os
 
 import numpy as np
 import pytest
 
+from conftest import MC_DIR, NER_DIR, SQUAD_V1_DIR, TINY_CONFIG
 from bert_tf import preprocessing
 from bert_tf import tokenization
 
@@ -14,6 +20,14 @@ VOCAB = "data/vocab/uncased_vocab.txt"
 def _rows(path):
   with open(path, encoding="utf-8") as f:
     return list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+
+
+@pytest.fixture(scope="module")
+def reference(original_bert):
+  """The original ``bert.tokenization.FullTokenizer`` (bert-tensorflow 1.0.4)."""
+  del original_bert
+  import bert.tokenization  # pylint: disable=g-import-not-at-top
+  return bert.tokenization.FullTokenizer(VOCAB, do_lower_case=True)
 
 
 @pytest.mark.parametrize("pair", [False, True])
@@ -45,3 +59,100 @@ def test_empty_split_and_mismatched_pairs():
   assert preprocessing.length_report(pre, []).line().startswith("train: 0 of 0 examples (0.0%)")
   with pytest.raises(ValueError, match="2 first and 1 second"):
     preprocessing.length_report(pre, ["a", "b"], ["c"])
+
+
+def _percentiles(lengths):
+  return [int(np.percentile(lengths, q, method="higher")) for q in (50, 90)] + [
+      int(max(lengths))]
+
+
+def test_squad_cut_means_more_than_one_window_or_a_cut_question(reference, tmp_path):
+  """SQuAD: a question counts as cut when its context took more than one
+  window or its question was cut at --max_query_length; the lengths are the
+  original tokenizer's untruncated [CLS] question [SEP] context [SEP]."""
+  from bert_tf.tasks import squad  # pylint: disable=g-import-not-at-top
+  seq, stride, mql = 128, 64, 12
+  task = squad.QuestionAnsweringTask(squad.SquadParams(
+      output_dir=str(tmp_path / "out"), predict_file=os.path.join(SQUAD_V1_DIR, "dev.json"),
+      vocab_file=VOCAB, bert_config_file=TINY_CONFIG, max_seq_length=seq,
+      doc_stride=stride, max_query_length=mql), do_train=False, do_predict=True)
+  (report,) = task.length_reports()
+  lengths, cut = [], []
+  for ex in task.predict_examples:  # the original's arithmetic, its tokenizer
+    q = len(reference.tokenize(ex.question_text))
+    d = sum(len(reference.tokenize(w)) for w in ex.doc_tokens)
+    lengths.append(q + d + 3)
+    cut.append(d > seq - min(q, mql) - 3 or q > mql)
+  assert report.examples == len(task.predict_examples) == 139
+  assert 0 < report.truncated == sum(cut) < report.examples
+  assert [report.p50, report.p90, report.max] == _percentiles(lengths)
+  windows = np.bincount([f.example_index for f in task.predict_features])
+  assert report.truncated == int(((windows > 1) | np.array(
+      [len(reference.tokenize(ex.question_text)) > mql for ex in task.predict_examples])).sum())
+  line = task.untold_data_lines()[-1]
+  assert line.startswith("predict: %d of 139 questions (" % report.truncated), line
+  assert ("--max_seq_length=128: the context took more than one window (--doc_stride=64) "
+          "or the question more than --max_query_length=12 tokens") in line
+  assert task.untold_data_lines() == []  # once
+
+
+def test_ner_and_swag_lengths(reference, tmp_path):
+  """NER: [CLS] pieces [SEP] per sentence (a word without pieces is one
+  [UNK]), cut = more than one window; SWAG: each example's longest choice,
+  cut = a choice longer than --max_seq_length; both written to the
+  settings file the runs keep."""
+  from bert_tf.tasks import swag, tagging  # pylint: disable=g-import-not-at-top
+  ner = tagging.TokenTaggingTask(tagging.NerParams(
+      output_dir=str(tmp_path / "ner"), data_dir=NER_DIR, vocab_file=VOCAB,
+      bert_config_file=TINY_CONFIG, do_train=True, max_examples=60, max_seq_length=24,
+      doc_stride=8))
+  (report,) = ner.length_reports()
+  lengths = [sum(max(1, len(reference.tokenize(w))) for w in s.words) + 2 for s in ner.train]
+  assert report.examples == 60 and report.unit == "sentences"
+  assert 0 < report.truncated == sum(n > 24 for n in lengths) < 60
+  assert [report.p50, report.p90, report.max] == _percentiles(lengths)
+  assert "were split into windows --doc_stride=8 pieces apart (no word is cut)" in report.line()
+  mc = swag.MultipleChoiceTask(swag.SwagParams(
+      output_dir=str(tmp_path / "swag"), data_dir=MC_DIR, vocab_file=VOCAB,
+      bert_config_file=TINY_CONFIG, do_train=True, do_eval=True, max_examples=40,
+      max_seq_length=40))
+  train, dev = mc.length_reports()
+  for report, examples in ((train, mc.train), (dev, mc.dev)):
+    longest = [max(len(reference.tokenize(a)) + len(reference.tokenize(b)) + 3
+                   for a, b in zip(*ex.choice_texts)) for ex in examples]
+    assert report.examples == len(examples) == 40
+    assert report.truncated == sum(n > 40 for n in longest)
+    assert [report.p50, report.p90, report.max] == _percentiles(longest)
+  assert 0 < train.truncated < 40
+  mc.write_run_files(str(tmp_path))
+  written = json.load(open(tmp_path / "swag_config.json", encoding="utf-8"))["lengths"]
+  assert written["dev"] == dev.to_dict() and written["train"]["truncated"] == train.truncated
+
+
+def test_keras_models_warn_once_per_call_that_cuts(caplog):
+  """fit / evaluate / predict on text: one warning naming the share cut and
+  max_seq_length= when the preprocessor cut something, none otherwise."""
+  from bert_tf import config as config_lib  # pylint: disable=g-import-not-at-top
+  from bert_tf.modeling import models  # pylint: disable=g-import-not-at-top
+  pre = preprocessing.BertPreprocessor(VOCAB, True, 8)
+  model = models.BertClassifier(config_lib.BertConfig.from_json_file(TINY_CONFIG), 2,
+                                preprocessor=pre)
+  texts = ["one two three four five six seven", "short", "a b c d e f g", "tiny"]
+
+  def warnings(call):
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+      call()
+    return [r.getMessage() for r in caplog.records if "max_seq_length=" in r.getMessage()]
+
+  (line,) = warnings(lambda: model.predict(texts, batch_size=3, verbose=0))
+  assert line.startswith("BertClassifier.predict: 2 of 4 texts (50.0%) were longer than "
+                         "max_seq_length=8 tokens and were cut"), line
+  assert warnings(lambda: model.predict(["short", "tiny"] * 3, batch_size=2, verbose=0)) == []
+  model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+  (line,) = warnings(lambda: model.fit(texts, [0, 1, 0, 1], epochs=2, batch_size=2,
+                                       verbose=0))
+  assert line.startswith("BertClassifier.fit: 4 of 8 texts (50.0%)"), line
+  (line,) = warnings(lambda: model.evaluate(texts[:2], [0, 1], verbose=0))
+  assert line.startswith("BertClassifier.evaluate: 1 of 2 texts (50.0%)"), line
+  assert pre._cut_tally is None  # pylint: disable=protected-access

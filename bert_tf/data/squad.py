@@ -347,6 +347,16 @@ def read_squad_examples(input_file: str | os.PathLike, is_training: bool,
 
 _DocSpan = collections.namedtuple("DocSpan", ["start", "length"])
 
+ExampleLengths = collections.namedtuple(
+    "ExampleLengths", ["query_tokens", "doc_tokens", "windows"])
+ExampleLengths.__doc__ = """One example's untruncated lengths in WordPieces.
+
+query_tokens: the question's pieces before the ``max_query_length`` cut;
+doc_tokens: the context's pieces; windows: the doc-stride windows made
+(``InputFeatures`` of the example). The example's full input would be
+``query_tokens + doc_tokens + 3`` tokens (``[CLS]`` and two ``[SEP]``).
+"""
+
 
 def _improve_answer_span(doc_tokens: Sequence[str], input_start: int,
                          input_end: int, tokenizer: Any,
@@ -403,11 +413,13 @@ def _check_arguments(max_seq_length, doc_stride, max_query_length):
 
 def iter_features(examples: Sequence[SquadExample], tokenizer: Any,
                   max_seq_length: int, doc_stride: int, max_query_length: int,
-                  is_training: bool) -> Iterator[InputFeatures]:
+                  is_training: bool,
+                  lengths: list | None = None) -> Iterator[InputFeatures]:
   """Yields the features of :func:`convert_examples_to_features` one by one.
 
   Same arguments and output; the paragraph's WordPiece tokenization is reused
   across consecutive questions of one paragraph (same ``doc_tokens`` list).
+  ``lengths``: see :func:`convert_examples_to_features`.
   """
   _check_arguments(max_seq_length, doc_stride, max_query_length)
   unique_id = FIRST_UNIQUE_ID
@@ -416,6 +428,7 @@ def iter_features(examples: Sequence[SquadExample], tokenizer: Any,
 
   for (example_index, example) in enumerate(examples):
     query_tokens = tokenizer.tokenize(example.question_text)
+    query_length = len(query_tokens)
     if len(query_tokens) > max_query_length:
       query_tokens = query_tokens[0:max_query_length]
     query_ids = tokenizer.convert_tokens_to_ids(query_tokens)
@@ -465,6 +478,8 @@ def iter_features(examples: Sequence[SquadExample], tokenizer: Any,
       if start_offset + length == len(all_doc_tokens):
         break
       start_offset += min(length, doc_stride)
+    if lengths is not None:
+      lengths.append(ExampleLengths(query_length, len(all_doc_tokens), len(doc_spans)))
 
     doc_offset = len(query_tokens) + 2
     for (doc_span_index, doc_span) in enumerate(doc_spans):
@@ -528,6 +543,7 @@ def convert_examples_to_features(
     examples: Sequence[SquadExample], tokenizer: Any, max_seq_length: int,
     doc_stride: int, max_query_length: int, is_training: bool,
     output_fn: Callable[[InputFeatures], Any] | None = None,
+    lengths: list | None = None,
 ) -> list[InputFeatures]:
   """Examples -> doc-stride windows (original ``convert_examples_to_features``).
 
@@ -549,6 +565,9 @@ def convert_examples_to_features(
     is_training: compute start/end positions.
     output_fn: optional callback called with every feature as it is made
       (the original's argument, e.g. a TFRecord writer).
+    lengths: optional list; one :class:`ExampleLengths` per example is
+      appended (the untruncated question and context lengths and the
+      windows made: what ``max_query_length`` and ``max_seq_length`` cut).
 
   Returns:
     ``list[InputFeatures]`` in order (all of them, also when ``output_fn``
@@ -561,7 +580,7 @@ def convert_examples_to_features(
   """
   features = []
   for feature in iter_features(examples, tokenizer, max_seq_length, doc_stride,
-                               max_query_length, is_training):
+                               max_query_length, is_training, lengths):
     if output_fn is not None:
       output_fn(feature)
     features.append(feature)

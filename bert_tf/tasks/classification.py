@@ -320,29 +320,36 @@ class ClassificationTask(fine_tuning.FineTuningTask):
     self.name = data_task.name
     self.best_metric = "eval_" + metrics_lib.main_metric(data_task.metrics)
     self._plan_steps(len(self.train) if do_train else 0)
-    # Shared by with_params copies (copy.copy): a search measures and
-    # reports the lengths once, not once per trial.
-    self._lengths = {"reports": None, "told": False}
+    self._init_length_reports()
 
-  def length_reports(self) -> list:
-    """:class:`bert_tf.preprocessing.LengthReport` per split read (train,
-    then each dev split): examples cut at ``--max_seq_length`` and the
-    length percentiles, measured once per task (its copies share them)."""
-    if self._lengths["reports"] is None:
-      splits = ([("train", self.train)] if self.train is not None else []) + [
-          (s.name, ex) for s, ex in self.devs]
-      self._lengths["reports"] = [
-          preprocessing.length_report(self.preprocessor, ex.texts_a, ex.texts_b, name)
-          for name, ex in splits]
-    return self._lengths["reports"]
+  def _splits_read(self) -> list:
+    """``[(name, Examples)]``: train (when read for training), each dev
+    split, each test split."""
+    return (([("train", self.train)] if self.do_train and self.train is not None else [])
+            + [(s.name, ex) for s, ex in self.devs]
+            + [(s.name, ex) for s, ex, _ in self.tests])
 
-  def untold_length_lines(self) -> list:
-    """The lines of :meth:`length_reports`, the first time only (a tool
-    prints them once, whatever number of runs a search makes)."""
-    if self._lengths["told"]:
-      return []
-    self._lengths["told"] = True
-    return [r.line() for r in self.length_reports()]
+  def length_splits(self) -> list:
+    """Per split read (:meth:`_splits_read`): examples longer than
+    ``--max_seq_length`` (``[CLS] a [SEP] (b [SEP])`` untruncated, the
+    in-graph tokenizer's pieces; pairs are cut longest first)."""
+    return [(name, lambda name=name, ex=ex: preprocessing.length_report(
+        self.preprocessor, ex.texts_a, ex.texts_b, name)) for name, ex in self._splits_read()]
+
+  def batch_rows(self) -> list:
+    """``train_batch_size`` against the training examples (when training),
+    ``eval_batch_size`` against each dev split, ``predict_batch_size``
+    against each test split."""
+    p = self.params
+    out = []
+    if self.do_train and self.train is not None:
+      out.append(("train_batch_size", p.train_batch_size, len(self.train),
+                  "training examples of %s" % self.train.path))
+    out += [("eval_batch_size", p.eval_batch_size, len(ex), "examples of %s" % ex.path)
+            for _, ex in self.devs]
+    out += [("predict_batch_size", p.predict_batch_size, len(ex), "examples of %s" % ex.path)
+            for _, ex, _ in self.tests]
+    return out
 
   # --- what a hyperparameter search asks (bert_tf.tuning) -----------------
 
@@ -434,13 +441,11 @@ class ClassificationTask(fine_tuning.FineTuningTask):
 
   def run_config(self) -> dict:
     """``classifier_config.json``: ``task_name``, ``labels``, the tokenizer
-    settings, ``is_regression``, ``is_pair``, and ``lengths`` (per split:
-    examples cut at ``max_seq_length``, their share, p50 / p90 / max in
-    tokens)."""
+    settings, ``is_regression``, ``is_pair`` (the file also gets ``lengths``:
+    :meth:`~bert_tf.tasks.fine_tuning.FineTuningTask.write_run_files`)."""
     t = self.data_task
     return dict(task_name=t.name, labels=list(t.labels), **self.tokenizer_settings(),
-                is_regression=t.is_regression, is_pair=t.is_pair,
-                lengths={r.split: r.to_dict() for r in self.length_reports()})
+                is_regression=t.is_regression, is_pair=t.is_pair)
 
   def train_dataset(self, batch_size, input_context):
     """Repeated ``(features, labels)`` batches of the training examples,

@@ -89,7 +89,7 @@ class FineTuningParams:
   keep_best: bool = field(True, "With --do_train --do_eval: keep the best dev model in OUTPUT_DIR/best/ (by the task's dev metric; a tie keeps the later model); prediction and export use it.")
   save_checkpoints_steps: int = field(1000, "How often to save a checkpoint.")
   keep_checkpoint_max: int = field(2, "Checkpoints kept.")
-  iterations_per_loop: int = field(50, "Steps per loop (and per progress line).")
+  iterations_per_loop: int = field(50, "Steps per host loop (the most per tf.function call) and per progress line; a progress line also comes at least about every minute.")
 
 
 DETERMINISTIC_HELP = ("Enable TensorFlow op determinism (bit-identical reruns and "
@@ -256,6 +256,48 @@ def check_training_schedule(params) -> None:
         "warmup_proportion must be in [0, 1] (the share of the training steps "
         "that warm up), got %g" % params.warmup_proportion,
         argument="warmup_proportion")
+
+
+def check_train_batch_size(batch_size: int, rows: int, rows_what: str,
+                           argument: str = "train_batch_size") -> None:
+  """ParamsError naming ``argument`` when a training batch would be larger
+  than the rows it is drawn from (the rule of ``tools/tune.py``'s search).
+
+  The original's training input repeats the rows and batches with
+  ``drop_remainder=True``, so such a batch holds every row several times
+  (and takes memory for the flag: 100,000 rows of 100 were OOM-killed), and
+  its step count ``int(rows / batch * epochs)`` is 0, which the
+  ``TPUEstimator`` refuses with a traceback.
+
+  Args:
+    batch_size: the flag's value (examples, windows, questions' features).
+    rows: the rows per epoch the batches are drawn from (0: not known yet,
+      nothing checked).
+    rows_what: what the rows are, for the message (``training examples of
+      train.tsv``).
+    argument: the flag's name.
+
+  Raises:
+    ParamsError: ``batch_size`` < 1 or above ``rows``.
+  """
+  if batch_size < 1:
+    raise errors.ParamsError("%s must be positive, got %d" % (argument, batch_size),
+                             argument=argument)
+  if rows and batch_size > rows:
+    raise errors.ParamsError("%s %d is above the %d %s: a batch draws distinct rows, "
+                             "use at most %d" % (argument, batch_size, rows, rows_what, rows),
+                             argument=argument)
+
+
+def batch_note(argument: str, batch_size: int, rows: int, rows_what: str) -> Optional[str]:
+  """The line a tool prints when an evaluation or prediction batch flag is
+  above its split's rows: the split then goes in one batch of its rows (as
+  the original's ``Estimator`` runs a smaller last batch; nothing is
+  allocated for the flag). None when the flag fits."""
+  if not rows or batch_size <= rows:
+    return None
+  return ("--%s=%d is above the %d %s: they go in one batch of %d"
+          % (argument, batch_size, rows, rows_what, rows))
 
 
 def check_max_seq_length(params, config: config_lib.BertConfig,
@@ -426,7 +468,64 @@ class FineTuningTask(base.Task):
     self.num_train_steps = 1
     if self.do_train:
       check_training_schedule(p)
+      check_positive(p, ("train_batch_size",))
       self.num_train_steps = max(1, int(rows / p.train_batch_size * p.num_train_epochs))
+
+  # --- what --max_seq_length cuts, batches against the rows -------------
+
+  def _init_length_reports(self) -> None:
+    """The length reports' state, made once per task at construction and
+    shared by its copies (``copy.copy``: :meth:`with_params`,
+    :meth:`select_by`), so a search measures and tells them once, not once
+    per trial."""
+    self._lengths = {"reports": None, "told": False}
+
+  def length_splits(self) -> list:
+    """``[(split name, fn)]`` for every split read (train, dev, test), in
+    order; ``fn()`` returns its :class:`bert_tf.preprocessing.LengthReport`
+    (untruncated lengths with the task's tokenizer, and what the task's
+    featurizing cuts). Default: none."""
+    return []
+
+  def length_reports(self) -> list:
+    """:class:`bert_tf.preprocessing.LengthReport` per split read
+    (:meth:`length_splits`): examples cut at ``--max_seq_length`` and the
+    length percentiles, measured once per task (its copies share them)."""
+    state = self.__dict__.setdefault("_lengths", {"reports": None, "told": False})
+    if state["reports"] is None:
+      state["reports"] = [fn() for _, fn in self.length_splits()]
+    return state["reports"]
+
+  def batch_rows(self) -> list:
+    """``[(flag, batch size, rows, what the rows are)]`` for every batch
+    flag against the rows of its split, as this run uses them (training:
+    only when training). Default: none."""
+    return []
+
+  def check_inputs(self) -> None:
+    """Refuses a ``--train_batch_size`` above the training rows
+    (:func:`check_train_batch_size`) before any step or file."""
+    for flag, batch, rows, what in self.batch_rows():
+      if flag == "train_batch_size":
+        check_train_batch_size(batch, rows, what)
+
+  def untold_data_lines(self) -> list:
+    """The lines a tool prints once before the run (whatever number of runs
+    a search makes): an evaluation or prediction batch flag above its
+    split's rows (:func:`batch_note`), then one :meth:`length_reports` line
+    per split; [] the second time."""
+    state = self.__dict__.setdefault("_lengths", {"reports": None, "told": False})
+    if state["told"]:
+      return []
+    state["told"] = True
+    notes = [batch_note(flag, batch, rows, what) for flag, batch, rows, what
+             in self.batch_rows() if flag != "train_batch_size"]
+    return [n for n in notes if n] + [r.line() for r in self.length_reports()]
+
+  def lengths_setting(self) -> dict:
+    """``{split: LengthReport.to_dict()}`` of :meth:`length_reports`: the
+    ``lengths`` entry of :attr:`run_config_file`."""
+    return {r.split: r.to_dict() for r in self.length_reports()}
 
   def with_params(self, params: FineTuningParams) -> "FineTuningTask":
     """A copy of this task that trains with ``params`` (another learning
@@ -591,14 +690,16 @@ class FineTuningTask(base.Task):
 
   def write_run_files(self, output_dir: str) -> None:
     """``bert_config.json``, ``vocab.txt`` and :attr:`run_config_file`
-    (:meth:`run_config`) beside the checkpoints, atomically."""
+    (:meth:`run_config` and ``lengths``: :meth:`lengths_setting`) beside
+    the checkpoints, atomically."""
     self.config.to_json_file(os.path.join(output_dir, "bert_config.json"))
     dst = os.path.join(output_dir, "vocab.txt")
     if os.path.abspath(self.vocab_file) != os.path.abspath(dst):
       with io_utils.atomic_output(dst) as tmp:
         shutil.copyfile(self.vocab_file, tmp)
+    settings = dict(self.run_config(), lengths=self.lengths_setting())
     io_utils.atomic_write_text(os.path.join(output_dir, self.run_config_file),
-                               json.dumps(self.run_config(), indent=2) + "\n")
+                               json.dumps(settings, indent=2) + "\n")
 
   # --- training ----------------------------------------------------------
 

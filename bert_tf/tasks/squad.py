@@ -45,6 +45,7 @@ from bert_tf import run_dir
 from bert_tf import checkpoints
 from bert_tf import config as config_lib
 from bert_tf import errors
+from bert_tf import preprocessing
 from bert_tf import squad_metrics
 from bert_tf import tokenization
 from bert_tf.data import squad as squad_data
@@ -373,6 +374,7 @@ class QuestionAnsweringTask(fine_tuning.FineTuningTask):
     self.num_train_steps = 1
     self.train_examples = []
     self.train_arrays = None
+    self.train_lengths, self.predict_lengths = [], []
     if do_train:
       examples = self._read(p.train_file, "train_file", is_training=True)
       if not examples:
@@ -380,7 +382,7 @@ class QuestionAnsweringTask(fine_tuning.FineTuningTask):
                                 argument="train_file")
       # The original pre-shuffles the examples with random.Random(12345).
       random.Random(p.seed).shuffle(examples)
-      features = self._features(examples, is_training=True)
+      features = self._features(examples, is_training=True, lengths=self.train_lengths)
       self.train_examples = examples
       self.num_train_features = len(features)
       self.train_arrays = features_to_arrays(features, with_positions=True)
@@ -395,9 +397,11 @@ class QuestionAnsweringTask(fine_tuning.FineTuningTask):
       self.predict_examples = self._read(p.predict_file, "predict_file",
                                          is_training=False)
       self.predict_features = self._features(self.predict_examples,
-                                             is_training=False)
+                                             is_training=False,
+                                             lengths=self.predict_lengths)
       self.predict_arrays = features_to_arrays(self.predict_features,
                                                with_positions=False)
+    self._init_length_reports()
 
   def _replan(self) -> None:
     """``train_batch_size``, ``num_train_steps``, ``train_rows`` and
@@ -424,11 +428,52 @@ class QuestionAnsweringTask(fine_tuning.FineTuningTask):
         e.argument = argument
       raise
 
-  def _features(self, examples, is_training):
+  def _features(self, examples, is_training, lengths=None):
     p = self.params
     return squad_data.convert_examples_to_features(
         examples, self.tokenizer, p.max_seq_length, p.doc_stride,
-        p.max_query_length, is_training)
+        p.max_query_length, is_training, lengths=lengths)
+
+  def length_report(self, split: str, lengths) -> "preprocessing.LengthReport":
+    """The :class:`bert_tf.preprocessing.LengthReport` of one file's
+    questions from their :class:`bert_tf.data.squad.ExampleLengths`: the
+    untruncated ``[CLS] question [SEP] context [SEP]`` length (the
+    original's WordPieces), and as cut the questions whose context took more
+    than one window (``--doc_stride``) or whose question was cut at
+    ``--max_query_length`` (no context is lost to windows, but the model
+    sees each window without the rest)."""
+    p = self.params
+    lengths = np.asarray(lengths, np.int64).reshape(-1, 3)
+    return preprocessing.LengthReport.from_lengths(
+        split, lengths[:, 0] + lengths[:, 1] + 3, p.max_seq_length,
+        cut=(lengths[:, 2] > 1) | (lengths[:, 0] > p.max_query_length),
+        unit="questions",
+        rule="were cut at --max_seq_length=%d: the context took more than one "
+        "window (--doc_stride=%d) or the question more than --max_query_length=%d "
+        "tokens" % (p.max_seq_length, p.doc_stride, p.max_query_length))
+
+  def length_splits(self) -> list:
+    """``train`` (``--train_file``) and ``predict`` (``--predict_file``), as
+    read (:meth:`length_report`)."""
+    out = []
+    if self.do_train:
+      out.append(("train", lambda: self.length_report("train", self.train_lengths)))
+    if self.do_predict:
+      out.append(("predict", lambda: self.length_report("predict", self.predict_lengths)))
+    return out
+
+  def batch_rows(self) -> list:
+    """``train_batch_size`` against the training windows (features),
+    ``predict_batch_size`` against the predict file's."""
+    p = self.params
+    out = []
+    if self.do_train:
+      out.append(("train_batch_size", p.train_batch_size, self.num_train_features,
+                  "training windows (features) of %s" % p.train_file))
+    if self.do_predict:
+      out.append(("predict_batch_size", p.predict_batch_size, len(self.predict_features),
+                  "windows (features) of %s" % p.predict_file))
+    return out
 
   # --- set-up ------------------------------------------------------------
 
@@ -502,8 +547,9 @@ class QuestionAnsweringTask(fine_tuning.FineTuningTask):
       and, with ``version_2_with_negative``, ``null_odds.json``.
     """
     p = self.params
-    starts, ends = predict_logits(model, self.predict_arrays, p.predict_batch_size,
-                                  print_fn)
+    # No batch larger than the features: its padding rows would be computed.
+    batch = max(1, min(p.predict_batch_size, len(self.predict_features)))
+    starts, ends = predict_logits(model, self.predict_arrays, batch, print_fn)
     results = [squad_data.RawResult(unique_id=int(f.unique_id),
                                     start_logits=[float(v) for v in s],
                                     end_logits=[float(v) for v in e])

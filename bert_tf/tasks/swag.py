@@ -226,6 +226,40 @@ class MultipleChoiceTask(fine_tuning.FineTuningTask):
       a, b, y = swag_data.choice_arrays(self.dev)
       self.dev_dataset = choices_dataset(self.preprocessor, a, b, y, p.eval_batch_size)
     self._plan_steps(len(self.train))
+    self._init_length_reports()
+
+  def _splits_read(self) -> list:
+    """``[(name, examples, flag of its batch size, file flag)]`` of the files read."""
+    return [(name, ex, flag, file_flag) for name, ex, flag, file_flag in (
+        ("train", self.train, "train_batch_size", "train_file"),
+        ("dev", self.dev, "eval_batch_size", "dev_file"),
+        ("test", self.test, "predict_batch_size", "test_file")) if ex]
+
+  def length_report(self, split: str, examples) -> preprocessing.LengthReport:
+    """The :class:`bert_tf.preprocessing.LengthReport` of one file: each
+    example's longest ``[CLS] context [SEP] ending [SEP]`` choice,
+    untruncated (:func:`bert_tf.preprocessing.token_lengths`), cut when one
+    of its choices is longer than ``--max_seq_length``."""
+    a, b, _ = swag_data.choice_arrays(examples)
+    n = len(a[0]) if a else 0
+    lengths = preprocessing.token_lengths(
+        self.preprocessor, [t for row in a for t in row], [t for row in b for t in row])
+    longest = lengths.reshape(-1, n).max(1) if n else lengths
+    return preprocessing.LengthReport.from_lengths(
+        split, longest, self.params.max_seq_length,
+        rule="had a choice ([CLS] context [SEP] ending [SEP], %d per example) longer "
+        "than --max_seq_length=%d tokens, cut" % (n, self.params.max_seq_length))
+
+  def length_splits(self) -> list:
+    """Per file read: :meth:`length_report`."""
+    return [(name, lambda name=name, ex=ex: self.length_report(name, ex))
+            for name, ex, _, _ in self._splits_read()]
+
+  def batch_rows(self) -> list:
+    """Each batch flag against the examples of its file."""
+    p = self.params
+    return [(flag, getattr(p, flag), len(ex), "examples of %s" % data_path(p, file_flag))
+            for _, ex, flag, file_flag in self._splits_read()]
 
   def _read(self, name, with_labels):
     path = data_path(self.params, name)

@@ -113,6 +113,8 @@ class Encoded:
     self.num_windows = len(self.features["input_ids"])
     self.windows_per_sentence = np.bincount(self.win["example"].numpy(),
                                             minlength=len(sentences))
+    # [CLS] + the sentence's pieces + [SEP], untruncated (int64 [B]).
+    self.sentence_lengths = self.pieces["ids"].row_lengths().numpy() + 2
 
   def word_predictions(self, logits: np.ndarray) -> list:
     """Per sentence, the argmax label id of every word (list of int lists)."""
@@ -190,7 +192,50 @@ class TokenTaggingTask(fine_tuning.FineTuningTask):
     self.test = self._read("test_file", False) if self.do_predict else []
     self.train_encoded = self._encode(self.train, True) if self.train else None
     self.dev_encoded = self._encode(self.dev, True) if self.dev else None
+    self._test_encoded = None
     self._plan_steps(self.train_encoded.num_windows if self.train else 0)
+    self._init_length_reports()
+
+  @property
+  def test_encoded(self) -> Optional[Encoded]:
+    """The test sentences through the preprocessor (made once, on first use)."""
+    if self._test_encoded is None and self.test:
+      self._test_encoded = self._encode(self.test, False)
+    return self._test_encoded
+
+  def _encoded_splits(self) -> list:
+    """``[(name, Encoded, flag of its batch size)]`` of the files read."""
+    out = []
+    if self.train:
+      out.append(("train", self.train_encoded, "train_batch_size"))
+    if self.dev:
+      out.append(("dev", self.dev_encoded, "eval_batch_size"))
+    if self.test:
+      out.append(("test", self.test_encoded, "predict_batch_size"))
+    return out
+
+  def length_splits(self) -> list:
+    """Per file read: ``[CLS] pieces [SEP]`` of every sentence untruncated
+    (each word at least one piece, as the model sees it), and as cut the
+    sentences split into more than one ``--doc_stride`` window (no word is
+    lost: each is predicted from its max-context window)."""
+    p = self.params
+    rule = ("longer than --max_seq_length=%d tokens were split into windows "
+            "--doc_stride=%d pieces apart (no word is cut)" % (p.max_seq_length, p.doc_stride))
+
+    def report(name, enc):
+      return preprocessing.LengthReport.from_lengths(
+          name, enc.sentence_lengths, p.max_seq_length,
+          cut=enc.windows_per_sentence > 1, unit="sentences", rule=rule)
+    return [(name, lambda name=name, enc=enc: report(name, enc))
+            for name, enc, _ in self._encoded_splits()]
+
+  def batch_rows(self) -> list:
+    """Each batch flag against the windows of its file."""
+    p = self.params
+    return [(flag, getattr(p, flag), enc.num_windows, "windows of %s" % fine_tuning.data_path(
+        p, {"train": "train_file", "dev": "dev_file", "test": "test_file"}[name]))
+            for name, enc, flag in self._encoded_splits()]
 
   def _given_labels(self):
     p = self.params
@@ -298,6 +343,5 @@ class TokenTaggingTask(fine_tuning.FineTuningTask):
     del print_fn
     if not self.test:
       return []
-    pred, _ = self.predict_tags(model, self._encode(self.test, False),
-                                self.params.predict_batch_size)
+    pred, _ = self.predict_tags(model, self.test_encoded, self.params.predict_batch_size)
     return [conll.write_conll(os.path.join(output_dir, PREDICTIONS_FILE), self.test, pred)]

@@ -386,3 +386,44 @@ def test_cased_vocab_with_lower_case_warns(tmp_path, caplog):
   with caplog.at_level("WARNING"):
     tokenization.warn_if_case_mismatch(tokenization.load_vocab(VOCAB), True, VOCAB)
   assert not caplog.text
+
+
+# --- a corpus of one document (issue 63 item 6) ------------------------------
+
+
+def test_a_corpus_without_blank_lines_is_warned_about_by_every_data_tool(tmp_path):
+  """The format wants a blank line between documents; a corpus without one
+  is ONE document, every random-next segment then comes from it. Each data
+  tool (faithful, scalable, documents) says so in one warning line naming
+  the file and the fix, exits 0 and writes its output whole; the sample
+  corpus (blank lines between its documents) gets no such line."""
+  with open(SAMPLE_TEXT, encoding="utf-8") as f:
+    lines = [l for l in f.read().splitlines() if l.strip()][:40]
+  corpus = tmp_path / "no_blank_lines.txt"
+  corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+  want = ("warning: --input_file %s holds a single document (no blank line between "
+          "documents): every random-next segment would come from that same document. "
+          "Put a blank line between documents (one sentence per line), as "
+          "create_pretraining_data.py's format wants" % corpus)
+  common = ["--vocab_file=" + VOCAB, "--max_seq_length=64", "--max_predictions_per_seq=10"]
+  cases = {
+      "faithful": (["tools/create_pretraining_data.py", "--dupe_factor=1"] + common,
+                   "faithful.tfrecord"),
+      "scalable": (["tools/create_pretraining_data.py", "--dupe_factor=1", "--num_workers=1"]
+                   + common, "scalable"),
+      "documents": (["tools/create_pretraining_documents.py", "--vocab_file=" + VOCAB],
+                    "docs.tfrecord"),
+  }
+  for name, (command, output) in cases.items():
+    out = str(tmp_path / output)
+    p = run_tool(command + ["--input_file=" + str(corpus), "--output_file=" + out],
+                 check=False)
+    assert p.returncode == 0, (name, p.stderr[-2000:])
+    assert [l for l in p.stderr.splitlines() if l.strip()] == [want], (name, p.stderr)
+    written = sorted(f for f in os.listdir(tmp_path) if f.startswith(output))
+    assert written == ([output] if name != "scalable" else [output + "-00000-of-00001"]), (
+        name, written)  # no temporary file left
+    assert read_records(str(tmp_path / written[0])), name
+  assert documents.count_documents([SAMPLE_TEXT]) == 2
+  assert documents.few_documents_warning(SAMPLE_TEXT) is None
+  assert documents.count_documents([str(corpus)], at_most=5) == 1

@@ -38,6 +38,7 @@ from bert_tf.tools import _startup
 _startup.setup(tensorflow=False)
 
 from absl import flags
+from absl import logging
 
 from bert_tf import errors
 from bert_tf.tools import _text_input
@@ -74,6 +75,9 @@ def main(argv):
       raise errors.InputError("--num_workers must be >= 0")
     _text_input.check_runner_flags()  # bad Beam options: one line, before any reading
     _text_input.check_input_encoding()  # one warning per non-UTF-8 file
+    few = documents.few_documents_warning(FLAGS.input_file)
+    if few:
+      logging.warning(few)
     if FLAGS.num_workers == 0:
       if FLAGS.num_shards is not None:
         raise errors.InputError("--num_shards needs --num_workers >= 1")

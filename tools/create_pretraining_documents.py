@@ -24,6 +24,7 @@ from bert_tf.tools import _startup
 _startup.setup(tensorflow=False)  # TF loads only in the default mode (forked workers)
 
 from absl import flags
+from absl import logging
 
 from bert_tf import errors
 from bert_tf.tools import _text_input
@@ -58,6 +59,9 @@ def main(argv):
           "--output_file must be one prefix in scalable mode, got %r" % FLAGS.output_file)
     _text_input.check_runner_flags()  # bad Beam options: one line, before any reading
     _text_input.check_input_encoding()  # one warning per non-UTF-8 file
+    few = documents.few_documents_warning(FLAGS.input_file)
+    if few:
+      logging.warning(few)
     if FLAGS.num_workers and FLAGS.runner == "beam":
       from bert_tf.data.pretraining import beam_runner  # pylint: disable=g-import-not-at-top
       stats = beam_runner.run(

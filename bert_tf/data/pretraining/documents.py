@@ -48,10 +48,8 @@ def gfile():
                      "which needs tensorflow: %s" % e) from None
 
 
-def manifest_files(path: str) -> Optional[List[str]]:
-  """The shard paths a manifest (``<output_file>.json``) lists, or None if
-  ``path`` is not one. Relative shard names are relative to the manifest's
-  folder."""
+def _read_manifest(path: str) -> Optional[dict]:
+  """A shard manifest's JSON, or None if ``path`` is not one."""
   if not path.endswith(".json"):
     return None
   try:
@@ -60,6 +58,23 @@ def manifest_files(path: str) -> Optional[List[str]]:
   except (OSError, ValueError):
     return None
   if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT:
+    return None
+  return data
+
+
+def manifest_flags(path: str) -> Optional[dict]:
+  """The data tool's flags a manifest records (``vocab_file``,
+  ``do_lower_case``, ...), or None if ``path`` is not a manifest."""
+  data = _read_manifest(path)
+  return None if data is None else dict(data.get("flags") or {})
+
+
+def manifest_files(path: str) -> Optional[List[str]]:
+  """The shard paths a manifest (``<output_file>.json``) lists, or None if
+  ``path`` is not one. Relative shard names are relative to the manifest's
+  folder."""
+  data = _read_manifest(path)
+  if data is None:
     return None
   base = path.rsplit("/", 1)[0] if "/" in path else "."
   return [s if (is_remote(s) or os.path.isabs(s)) else base + "/" + s
@@ -224,6 +239,58 @@ def iter_documents(input_files: Sequence[str], tokenize: Callable[[str], list],
     yield current
   if on_bytes is not None and pending:
     on_bytes(pending)
+
+
+def count_documents(input_files: Sequence[str], at_most: int = 2) -> int:
+  """Documents (runs of non-blank lines, blank lines between them) in
+  ``input_files``, counted up to ``at_most``: reading stops there, so a
+  corpus in the format costs a look at its first documents only.
+
+  Untokenized: a run of lines that all tokenize to nothing counts here (the
+  readers drop it).
+
+  Raises:
+    InputError: an input file cannot be read (names it).
+  """
+  count, inside = 0, False
+  for path in input_files:
+    for line in read_lines(path):
+      if line and not inside:
+        count += 1
+        if count >= at_most:
+          return count
+      inside = bool(line)
+  return count
+
+
+def few_documents_warning(input_file: str) -> Optional[str]:
+  """The one warning line for a corpus of ONE document, or None.
+
+  The format wants a blank line between documents: a corpus without one is
+  one document, so every "random next" segment of next-sentence prediction
+  comes from the same document as its first segment (the original's
+  ``create_instances_from_document`` draws from another document 10 times
+  and keeps the same one when there is no other), and the tools would say
+  nothing. No text at all is an error of the readers.
+
+  Args:
+    input_file: ``--input_file`` (comma-separated globs).
+
+  Returns:
+    the warning (no ``warning:`` prefix: the tools log it) naming the
+    file(s) and the fix, or None.
+
+  Raises:
+    InputError: a pattern that matches nothing, an unreadable file.
+  """
+  files = expand_input_files(input_file, manifests=False)
+  if count_documents(files) != 1:
+    return None
+  return ("--input_file %s holds a single document (no blank line "
+          "between documents): every random-next segment would come from that "
+          "same document. Put a blank line between documents (one sentence per "
+          "line), as create_pretraining_data.py's format wants"
+          % ",".join(files))
 
 
 def read_documents(input_files: Sequence[str], tokenize: Callable[[str], list]) -> List[list]:

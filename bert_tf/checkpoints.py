@@ -9,7 +9,6 @@ Optimizer slots (``adam_m``, ``adam_v``) are never weights.
 """
 
 import glob
-import json
 import logging
 import os
 from typing import Optional
@@ -19,6 +18,7 @@ import tensorflow as tf
 
 from bert_tf import config as config_lib
 from bert_tf import errors
+from bert_tf import huggingface
 
 
 CheckpointError = errors.CheckpointError  # re-exported; defined in bert_tf.errors
@@ -109,19 +109,19 @@ def tf1_to_hf_name(name):
   return n.replace("/", "."), transpose
 
 
-def _assign_all(pairs, source):
+def _assign_all(pairs, source, config_hint="check --bert_config_file"):
   """Assigns ``[(name, variable, np.ndarray)]`` after checking every shape.
 
   Raises:
     CheckpointError: naming ``source``, the first mismatched variable and
-      both shapes; nothing is assigned in that case.
+      both shapes (and ``config_hint``); nothing is assigned in that case.
   """
   for name, var, value in pairs:
     if tuple(value.shape) != tuple(var.shape):
       raise CheckpointError(
           "%s does not fit the model: variable %s has shape %s in the "
-          "checkpoint but %s in the model (check --bert_config_file)" %
-          (source, name, list(value.shape), list(var.shape)))
+          "checkpoint but %s in the model (%s)" %
+          (source, name, list(value.shape), list(var.shape), config_hint))
   for _, var, value in pairs:
     var.assign(value.astype(np.float32))
 
@@ -145,25 +145,52 @@ def hf_config_to_bert_config(hf_config, source="<config.json>"):
   return config_lib.BertConfig.from_dict(d, source)
 
 
-HF_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+HF_WEIGHT_FILES = huggingface.WEIGHT_FILES
 
 
 def is_hf_dir(path):
-  """True for a directory holding ``config.json`` and ``model.safetensors``
-  (or a PyTorch ``pytorch_model.bin``)."""
-  return (os.path.isdir(path) and os.path.exists(os.path.join(path, "config.json"))
-          and any(os.path.exists(os.path.join(path, f)) for f in HF_WEIGHT_FILES))
+  """True for a Hugging Face directory (``config.json`` + ``model.safetensors``,
+  a sharded ``model.safetensors.index.json``, ``pytorch_model.bin`` or
+  ``tf_model.h5``), an ``hf://ORG/NAME`` name resolved in the local cache
+  (:func:`bert_tf.huggingface.is_hf_dir`).
+
+  Raises:
+    CheckpointError: an ``hf://`` name that is not cached.
+  """
+  return huggingface.is_hf_dir(path)
+
+
+def local_checkpoint(init_checkpoint):
+  """``init_checkpoint`` with an ``hf://ORG/NAME[@REV]`` name resolved to its
+  snapshot in the local Hugging Face cache (:func:`bert_tf.huggingface.resolve`);
+  any other value as given (None too). The one place a starting point's
+  name becomes a path, so every ``--init_checkpoint`` takes ``hf://``.
+
+  Raises:
+    CheckpointError: an ``hf://`` name that is malformed or not cached.
+  """
+  if not init_checkpoint:
+    return init_checkpoint
+  return huggingface.resolve(init_checkpoint)
+
+
+def hf_vocab_file(model_dir) -> Optional[str]:
+  """The ``vocab.txt`` of a Hugging Face directory: its own, else
+  ``tokenizer.json``'s WordPiece vocab written out once
+  (:func:`bert_tf.huggingface.vocab_file`); None without either.
+
+  Raises:
+    CheckpointError: a ``tokenizer.json`` that is not BERT WordPiece.
+  """
+  tok = huggingface.read_tokenizer(huggingface.resolve(model_dir))
+  return None if tok is None else huggingface.vocab_file(tok)
 
 
 def read_hf_tensors(model_dir):
-  """All tensors of a Hugging Face directory's weight file, as numpy arrays.
-
-  ``model.safetensors`` is preferred; ``pytorch_model.bin`` (older
-  ``save_pretrained`` output) needs PyTorch and is read with
-  ``torch.load(weights_only=True)``.
-
-  Args:
-    model_dir: a Hugging Face model directory.
+  """All tensors of a Hugging Face directory (or ``hf://`` name), by PyTorch
+  name and layout (:func:`bert_tf.huggingface.read_tensors`: safetensors,
+  sharded safetensors, ``tf_model.h5``, ``pytorch_model.bin`` by
+  ``torch.load(weights_only=True)``; legacy ``gamma``/``beta`` renamed).
 
   Returns:
     ``({name: np.ndarray}, path of the file read)``.
@@ -172,39 +199,19 @@ def read_hf_tensors(model_dir):
     CheckpointError: no weight file, an unreadable one, or a
       ``pytorch_model.bin`` without PyTorch installed.
   """
-  st = os.path.join(model_dir, "model.safetensors")
-  if os.path.exists(st):
-    from safetensors.numpy import load_file  # pylint: disable=g-import-not-at-top
-    try:
-      return load_file(st), st
-    except Exception as e:  # safetensors raises several types
-      raise CheckpointError("cannot read %r: %s" % (st, e)) from e
-  pt = os.path.join(model_dir, "pytorch_model.bin")
-  if not os.path.exists(pt):
-    raise CheckpointError("%r has neither model.safetensors nor pytorch_model.bin"
-                          % model_dir)
-  try:
-    import torch  # pylint: disable=g-import-not-at-top
-  except ImportError as e:
-    raise CheckpointError("%s: reading pytorch_model.bin needs PyTorch; save the "
-                          "model with safetensors instead" % pt) from e
-  try:
-    state = torch.load(pt, map_location="cpu", weights_only=True)
-  except Exception as e:  # torch raises several types
-    raise CheckpointError("cannot read %r: %s" % (pt, e)) from e
-  return {k: v.detach().float().numpy() if v.is_floating_point() else v.numpy()
-          for k, v in state.items()}, pt
+  return huggingface.read_tensors(huggingface.resolve(model_dir))
 
 
 def read_hf_config(model_dir):
-  """``BertConfig`` of a Hugging Face BERT directory (``config.json``)."""
-  path = os.path.join(model_dir, "config.json")
-  try:
-    with open(path, "r", encoding="utf-8") as f:
-      d = json.load(f)
-  except (OSError, json.JSONDecodeError) as e:
-    raise CheckpointError("cannot read Hugging Face config %r: %s" % (path, e)) from e
-  return hf_config_to_bert_config(d, path)
+  """``BertConfig`` of a Hugging Face BERT directory (``config.json``).
+
+  Raises:
+    CheckpointError: unreadable, or ``model_type`` is not ``bert``.
+    ConfigError: unsupported activation or missing keys.
+  """
+  model_dir = huggingface.resolve(model_dir)
+  d = huggingface.read_config(model_dir)
+  return hf_config_to_bert_config(d, os.path.join(model_dir, "config.json"))
 
 
 # The fields that decide the weights' shapes.
@@ -227,6 +234,7 @@ def checkpoint_config(init_checkpoint):
     CheckpointError / ConfigError: a config file that does not read.
   """
   if is_hf_dir(init_checkpoint):
+    init_checkpoint = huggingface.resolve(init_checkpoint)
     return os.path.join(init_checkpoint, "config.json"), read_hf_config(init_checkpoint)
   d = (init_checkpoint if os.path.isdir(init_checkpoint)
        else os.path.dirname(os.path.abspath(init_checkpoint)))
@@ -294,7 +302,8 @@ def load_hf_weights(encoder, model_dir, optional=()):
         continue
       raise CheckpointError("%s has no weight %s (for %s)" % (path, hf_name, name))
     pairs.append((name, var, value.T if transpose else value))
-  _assign_all(pairs, path)
+  _assign_all(pairs, path, "its config.json disagrees with its tensors, or pass "
+              "the config that fits them")
   return path
 
 
@@ -313,6 +322,51 @@ HF_HEAD_NAMES = {
 }
 
 
+HF_HEAD_GROUPS = ("cls/predictions", "cls/seq_relationship")
+
+# Our dense heads (DenseHead: output_weights [N, H], output_bias [N]) ->
+# transformers' names, the same layout (no transpose):
+# BertForSequenceClassification, BertForTokenClassification and
+# BertForMultipleChoice (N = 1) all name theirs ``classifier``.
+HF_CLASSIFIER_HEAD = {"output_weights": "classifier.weight", "output_bias": "classifier.bias"}
+
+
+def load_hf_dense_head(head, model_dir, what: str, hint: str = "") -> bool:
+  """Loads a ``classifier.weight`` [N, H] / ``classifier.bias`` [N] head
+  (:data:`HF_CLASSIFIER_HEAD`) into a :class:`DenseHead`.
+
+  Args:
+    head: the model's :class:`bert_tf.modeling.models.DenseHead`.
+    model_dir: a Hugging Face directory (or ``hf://`` name).
+    what: the head's name in errors ("classification head").
+    hint: appended to a shape error ("3 labels").
+
+  Returns:
+    True when the directory had the head, False when it has none.
+
+  Raises:
+    CheckpointError: half a head, or another shape (another label count:
+      naming the tensor and both shapes).
+  """
+  tensors, path = read_hf_tensors(model_dir)
+  found = {ours: tensors[hf] for ours, hf in HF_CLASSIFIER_HEAD.items() if hf in tensors}
+  if not found:
+    return False
+  if len(found) != len(HF_CLASSIFIER_HEAD):
+    raise CheckpointError("%s has only part of the %s (classifier.weight and "
+                          "classifier.bias)" % (path, what))
+  for name, value in found.items():
+    var = getattr(head, name)
+    if tuple(value.shape) != tuple(var.shape):
+      raise CheckpointError(
+          "%s: %s has shape %s, the model's %s wants %s%s" % (
+              path, HF_CLASSIFIER_HEAD[name], list(value.shape), what,
+              list(var.shape), " (%s)" % hint if hint else ""), argument="num_labels")
+  for name, value in found.items():
+    getattr(head, name).assign(value.astype(np.float32))
+  return True
+
+
 def load_hf_pretraining_heads(named_variables, model_dir):
   """Loads the ``cls.*`` heads of a Hugging Face ``BertForPreTraining``.
 
@@ -327,26 +381,32 @@ def load_hf_pretraining_heads(named_variables, model_dir):
     model_dir: a Hugging Face directory (``model.safetensors``).
 
   Returns:
-    the TF1 names loaded: all heads, or ``[]`` when the file has none
-    (``BertModel`` checkpoints such as sentence encoders).
+    the TF1 names loaded: both heads, the masked-LM head alone (a
+    ``BertForMaskedLM``, which has no ``cls.seq_relationship``), or ``[]``
+    when the file has none (``BertModel`` checkpoints such as sentence
+    encoders).
 
   Raises:
-    CheckpointError: unreadable file, only some head weights present, or a
-      shape mismatch.
+    CheckpointError: unreadable file, only some weights of one head
+      present, or a shape mismatch.
   """
   tensors, path = read_hf_tensors(model_dir)
-  wanted = [(n, v) for n, v in named_variables if n in HF_HEAD_NAMES]
-  found = [(n, v, tensors[HF_HEAD_NAMES[n][0]]) for n, v in wanted
-           if HF_HEAD_NAMES[n][0] in tensors]
-  if not found:
-    return []
-  if len(found) != len(wanted):
-    missing = sorted(HF_HEAD_NAMES[n][0] for n, _ in wanted
-                     if HF_HEAD_NAMES[n][0] not in tensors)
-    raise CheckpointError("%s has only some pretraining head weights; missing %s"
-                          % (path, ", ".join(missing)))
-  _assign_all([(n, v, t.T if HF_HEAD_NAMES[n][1] else t) for n, v, t in found], path)
-  return [n for n, _, _ in found]
+  loaded = []
+  for group in HF_HEAD_GROUPS:
+    wanted = [(n, v) for n, v in named_variables
+              if n in HF_HEAD_NAMES and n.startswith(group + "/")]
+    found = [(n, v, tensors[HF_HEAD_NAMES[n][0]]) for n, v in wanted
+             if HF_HEAD_NAMES[n][0] in tensors]
+    if not found:
+      continue
+    if len(found) != len(wanted):
+      missing = sorted(HF_HEAD_NAMES[n][0] for n, _ in wanted
+                       if HF_HEAD_NAMES[n][0] not in tensors)
+      raise CheckpointError("%s has only some %s head weights; missing %s"
+                            % (path, group, ", ".join(missing)))
+    _assign_all([(n, v, t.T if HF_HEAD_NAMES[n][1] else t) for n, v, t in found], path)
+    loaded += [n for n, _, _ in found]
+  return loaded
 
 
 def load_tf1_checkpoint(named_variables, ckpt_path, allow_missing=()):
@@ -456,8 +516,9 @@ def unreadable_reason(ckpt_path: str) -> Optional[str]:
     return "no file %s.index" % ckpt_path
   try:
     reader = tf.train.load_checkpoint(ckpt_path)
-    for name in reader.get_variable_to_shape_map():
-      reader.get_tensor(name)
+    for name, dtype in reader.get_variable_to_dtype_map().items():
+      if dtype != tf.variant:  # an input iterator's state: no NumPy value to read
+        reader.get_tensor(name)
   except Exception as e:  # pylint: disable=broad-except
     return "%s: %s" % (type(e).__name__, errors.first_line(e, "no detail")[:200])
   return None
@@ -497,6 +558,7 @@ def load_encoder_weights(encoder, init_checkpoint, source="--init_checkpoint"):
   Raises:
     CheckpointError: naming ``source`` and the file.
   """
+  init_checkpoint = huggingface.resolve(init_checkpoint)
   if is_hf_dir(init_checkpoint):
     return "Hugging Face weights " + load_hf_weights(encoder, init_checkpoint)
   if not (os.path.exists(init_checkpoint) or
@@ -535,6 +597,7 @@ def load_pretrainer_weights(pretrainer, init_checkpoint,
     CheckpointError: unreadable checkpoint, shape mismatch, or a head only
       partly present.
   """
+  init_checkpoint = huggingface.resolve(init_checkpoint)
   what = load_encoder_weights(pretrainer.encoder, init_checkpoint, source)
   heads = [(n, v) for n, v in pretrainer_variables(pretrainer) if n.startswith("cls/")]
   if is_hf_dir(init_checkpoint):
@@ -698,6 +761,7 @@ def load_task_model_weights(model, init_checkpoint, source, head_name, load_hf_h
     CheckpointError: naming ``source`` and the file.
   """
   with_head = " (with %s)" % head_name
+  init_checkpoint = huggingface.resolve(init_checkpoint)
   if is_hf_dir(init_checkpoint):
     path = load_hf_weights(model.encoder, init_checkpoint, optional=hf_optional)
     head = load_hf_head(model, init_checkpoint)

@@ -29,22 +29,54 @@ def _classifier_tf1_variables(model) -> list:
       ("output_bias", model.classifier.output_bias)]
 
 
-def _load_hf_pretraining_heads(model, model_dir: str) -> None:
-  checkpoints.load_hf_pretraining_heads(checkpoints.pretrainer_variables(model), model_dir)
+def _load_hf_pretraining_heads(model, model_dir: str) -> list:
+  return checkpoints.load_hf_pretraining_heads(checkpoints.pretrainer_variables(model),
+                                               model_dir)
+
+
+def _hf_pretraining_head(model) -> list:
+  """transformers' names of the heads ``model`` has (``cls.seq_relationship``
+  only with the next-sentence head)."""
+  return [checkpoints.HF_HEAD_NAMES[n][0] for n, _ in checkpoints.pretrainer_variables(model)
+          if n in checkpoints.HF_HEAD_NAMES]
+
+
+def load_hf_classifier_head(model, model_dir: str) -> bool:
+  """Loads a Hugging Face ``BertForSequenceClassification`` head
+  (``classifier.weight`` [L, H], ``classifier.bias`` [L]: our
+  ``output_weights`` / ``output_bias`` layout).
+
+  Returns:
+    True when the directory had the head, False when it has none.
+
+  Raises:
+    CheckpointError: half a head, or another label count than the model's.
+  """
+  return checkpoints.load_hf_dense_head(model.classifier, model_dir, "classification head",
+                                        "%d labels" % model.num_labels)
 
 
 # What each model class's from_preset reads beyond the encoder, per source
 # (see presets.Task): the original names of the heads, their Hugging Face
-# loaders, where the number of labels is recorded.
+# loaders and classes, where the number of labels is recorded.
 PRETRAINER_TASK = presets.Task(
     "pretrainer", tf1_variables=checkpoints.pretrainer_variables,
-    load_hf_head=_load_hf_pretraining_heads)
+    load_hf_head=_load_hf_pretraining_heads, hf_head=_hf_pretraining_head,
+    # BertForMaskedLM has no pooler (only the next-sentence head reads it).
+    hf_optional=("bert/pooler/",),
+    hf_architectures=("BertForPreTraining", "BertForMaskedLM"))
 CLASSIFIER_TASK = presets.Task(
     "classifier", run_config=run_dir.CLASSIFIER_CONFIG,
-    tf1_variables=_classifier_tf1_variables, tf1_num_labels="output_weights")
+    tf1_variables=_classifier_tf1_variables, tf1_num_labels="output_weights",
+    load_hf_head=load_hf_classifier_head,
+    hf_num_labels=checkpoints.HF_CLASSIFIER_HEAD["output_bias"],
+    hf_head=tuple(checkpoints.HF_CLASSIFIER_HEAD.values()),
+    hf_architectures=("BertForSequenceClassification",))
 QUESTION_ANSWERER_TASK = presets.Task(
     "question_answerer", load_tf1_head=checkpoints.load_tf1_squad_head,
-    hf_optional=("bert/pooler/",), load_hf_head=checkpoints.load_hf_squad_head)
+    hf_optional=("bert/pooler/",), load_hf_head=checkpoints.load_hf_squad_head,
+    hf_head=tuple(checkpoints.HF_SQUAD_HEAD_NAMES.values()),
+    hf_architectures=("BertForQuestionAnswering",))
 
 
 def gather_indexes(sequence_tensor, positions):
@@ -53,16 +85,49 @@ def gather_indexes(sequence_tensor, positions):
 
 
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
+# transformers' PretrainedConfig.problem_type values (BertForSequenceClassification).
+PROBLEM_TYPES = ("single_label_classification", "multi_label_classification", "regression")
+
+
+def normalize_id2label(id2label, num_labels: int) -> "Optional[dict]":
+  """``id2label`` as ``{int id: str name}`` for ids ``0 .. num_labels - 1``.
+
+  Args:
+    id2label: None, a dict (int or str keys, transformers' / JSON's) or a
+      list of names in id order.
+    num_labels: how many names there must be.
+
+  Returns:
+    the dict, or None.
+
+  Raises:
+    ParamsError: another number of names, or ids that are not 0..N-1.
+  """
+  if id2label is None:
+    return None
+  if isinstance(id2label, (list, tuple)):
+    id2label = dict(enumerate(id2label))
+  try:
+    named = {int(k): str(v) for k, v in dict(id2label).items()}
+  except (TypeError, ValueError):
+    named = None
+  if named is None or sorted(named) != list(range(num_labels)):
+    raise errors.ParamsError("id2label must name ids 0..%d (num_labels %d), got %r"
+                             % (num_labels - 1, num_labels, id2label), argument="id2label")
+  return named
 DEFAULT_TEXT_BATCH_SIZE = 32  # Keras' default batch_size of fit/evaluate/predict
 
 
-def as_preprocessor_layer(preprocessor) -> "Optional[preprocessing.PreprocessorLayer]":
+def as_preprocessor_layer(preprocessor, config=None
+                          ) -> "Optional[preprocessing.PreprocessorLayer]":
   """A task model's ``preprocessor`` argument as a Keras layer.
 
   Args:
     preprocessor: None, a :class:`bert_tf.preprocessing.BertPreprocessor`
       (wrapped, used as is), a :class:`~bert_tf.preprocessing.PreprocessorLayer`,
       or its Keras config dict (``from_config``).
+    config: the model's :class:`BertConfig`: the preprocessor's
+      ``max_seq_length`` must not exceed its ``max_position_embeddings``.
 
   Returns:
     a :class:`~bert_tf.preprocessing.PreprocessorLayer` named
@@ -70,17 +135,25 @@ def as_preprocessor_layer(preprocessor) -> "Optional[preprocessing.PreprocessorL
 
   Raises:
     TypeError: anything else (``True`` is for ``from_preset`` only).
+    ParamsError: a preprocessor longer than the model's positions (one line
+      naming both; else the model fails only at the first long input).
   """
   if preprocessor is None:
     return None
   if isinstance(preprocessor, dict):
     preprocessor = keras.saving.deserialize_keras_object(preprocessor)
   if isinstance(preprocessor, preprocessing.BertPreprocessor):
-    return preprocessing.PreprocessorLayer(preprocessor)
-  if isinstance(preprocessor, preprocessing.PreprocessorLayer):
-    return preprocessor
-  raise TypeError("preprocessor must be a BertPreprocessor or PreprocessorLayer "
-                  "(preprocessor=True is from_preset's), got %r" % (preprocessor,))
+    preprocessor = preprocessing.PreprocessorLayer(preprocessor)
+  if not isinstance(preprocessor, preprocessing.PreprocessorLayer):
+    raise TypeError("preprocessor must be a BertPreprocessor or PreprocessorLayer "
+                    "(preprocessor=True is from_preset's), got %r" % (preprocessor,))
+  if config is not None and preprocessor.max_seq_length > config.max_position_embeddings:
+    raise errors.ParamsError(
+        "preprocessor max_seq_length %d is above the model's max_position_embeddings "
+        "%d: build the preprocessor with max_seq_length <= %d" % (
+            preprocessor.max_seq_length, config.max_position_embeddings,
+            config.max_position_embeddings), argument="max_seq_length")
+  return preprocessor
 
 
 def _is_text_leaf(v) -> bool:
@@ -563,6 +636,14 @@ class BertClassifier(TextInputsMixin, keras.Model):
       (or :class:`~bert_tf.preprocessing.PreprocessorLayer`): the model then
       also takes raw text (see :class:`TextInputsMixin`); it is part of the
       model's config, its vocab a ``.keras`` asset.
+    id2label: the label names, ``{id: name}`` (transformers' ``id2label``;
+      JSON's string keys too) or a list in id order; part of the config
+      (``.keras``), returned by :attr:`label_names` and
+      :meth:`predict_labels`. None: unnamed.
+    problem_type: transformers' ``problem_type``:
+      ``single_label_classification`` (softmax), ``multi_label_classification``
+      (a sigmoid per label), ``regression``; None: regression for one label,
+      else single-label.
 
   Call args:
     inputs: dict with ``input_ids``, ``input_mask``, ``segment_ids`` [B, S];
@@ -581,6 +662,8 @@ class BertClassifier(TextInputsMixin, keras.Model):
 
   Raises:
     ConfigError: ``config`` is neither a ``BertConfig`` nor a valid dict.
+    ParamsError: ``id2label`` without ``num_labels`` names, an unknown
+      ``problem_type``, a preprocessor longer than ``max_position_embeddings``.
     ValueError: text input to a model without a preprocessor.
 
   Example:
@@ -596,24 +679,64 @@ class BertClassifier(TextInputsMixin, keras.Model):
   """
 
   def __init__(self, config: "config_lib.BertConfig | dict", num_labels: int,
-               skip_padding: bool = True, preprocessor=None, **kwargs):
+               skip_padding: bool = True, preprocessor=None, id2label=None,
+               problem_type: Optional[str] = None, **kwargs):
     super().__init__(**kwargs)
     config = config_lib.as_bert_config(config)
     self.config = config
     self.num_labels = num_labels
     self.skip_padding = bool(skip_padding)
+    self.id2label = normalize_id2label(id2label, num_labels)
+    if problem_type is None:
+      problem_type = "regression" if num_labels == 1 else "single_label_classification"
+    if problem_type not in PROBLEM_TYPES:
+      raise errors.ParamsError("problem_type %r: one of %s" % (
+          problem_type, ", ".join(PROBLEM_TYPES)), argument="problem_type")
+    self.problem_type = problem_type
     self.encoder = encoder_lib.BertEncoder(config, name="bert")
     self.dropout = bert_layers.Dropout(config.hidden_dropout_prob, name="dropout")
     self.classifier = DenseHead(config, num_labels, name="classifier")
-    self.preprocessor = as_preprocessor_layer(preprocessor)
+    self.preprocessor = as_preprocessor_layer(preprocessor, config)
     self.built = True  # every weight exists: .keras loading needs no build
+
+  @property
+  def label_names(self) -> Optional[list]:
+    """The label names in id order (list of str), or None when unnamed."""
+    if self.id2label is None:
+      return None
+    return [self.id2label[i] for i in range(self.num_labels)]
+
+  def predict_labels(self, x, threshold: float = 0.5, **kwargs) -> list:
+    """The predicted label names of ``x`` (ids or text, as :meth:`predict`).
+
+    Single-label: the argmax's name per example; multi-label: the list of
+    names whose sigmoid is at least ``threshold``. Names are
+    :attr:`label_names`, else ``"0"``, ``"1"``, ...
+
+    Returns:
+      list (one entry per example) of str, or of lists of str.
+
+    Raises:
+      ValueError: a regression model (it has no labels).
+    """
+    if self.problem_type == "regression":
+      raise ValueError("%s is a regression model: use predict() for its scores" % self.name)
+    logits = np.asarray(self.predict(x, **kwargs))
+    names = self.label_names or [str(i) for i in range(self.num_labels)]
+    if self.problem_type == "multi_label_classification":
+      probs = 1.0 / (1.0 + np.exp(-logits))
+      return [[names[j] for j in np.flatnonzero(row >= threshold)] for row in probs]
+    return [names[int(i)] for i in np.argmax(logits, axis=-1)]
 
   def get_config(self) -> dict:
     """Keras config: ``name``, ``trainable``, ``dtype``, ``config``,
-    ``num_labels``, ``skip_padding``, and ``preprocessor`` when it has one."""
+    ``num_labels``, ``skip_padding``, ``problem_type``, ``id2label``
+    (``{"0": name, ...}``) when named, and ``preprocessor`` when it has one."""
+    named = {} if self.id2label is None else {
+        "id2label": {str(i): n for i, n in sorted(self.id2label.items())}}
     return dict(_model_base_config(self), config=self.config.to_dict(),
                 num_labels=self.num_labels, skip_padding=self.skip_padding,
-                **self._text_config())
+                problem_type=self.problem_type, **named, **self._text_config())
 
   @classmethod
   def from_config(cls, config: dict) -> "BertClassifier":
@@ -623,31 +746,42 @@ class BertClassifier(TextInputsMixin, keras.Model):
   @classmethod
   def from_preset(cls, preset: str, num_labels: Optional[int] = None,
                   config: "config_lib.BertConfig | None" = None,
-                  preprocessor=None, **kwargs) -> "BertClassifier":
+                  preprocessor=None, max_seq_length: Optional[int] = None,
+                  **kwargs) -> "BertClassifier":
     """A classifier with pretrained weights (see :meth:`BertEncoder.from_preset`).
 
     The head is loaded too when the preset is a classifier (a ``.keras``
-    classifier, our ``run_classifier`` output directory, or an original
-    fine-tuned ``model.ckpt-N`` with ``output_weights``) of ``num_labels``
-    classes; otherwise only the encoder is, the head keeps its
-    initialization (TruncatedNormal(0.02) weights, zero bias).
+    classifier, our ``run_classifier`` output directory, an original
+    fine-tuned ``model.ckpt-N`` with ``output_weights``, a Hugging Face
+    ``BertForSequenceClassification``: ``classifier.weight`` [L, H],
+    ``classifier.bias``) of ``num_labels`` classes, with its label names
+    (``id2label``, a run's ``labels``) and ``problem_type``; otherwise only
+    the encoder is and the head keeps its initialization
+    (TruncatedNormal(0.02) weights, zero bias; a Hugging Face directory
+    without the head says so in one warning line).
 
     Args:
-      preset: a path, see :meth:`BertEncoder.from_preset`.
+      preset: a path or ``hf://ORG/NAME[@REVISION]``, see
+        :meth:`BertEncoder.from_preset`.
       num_labels: number of classes; None takes the preset's (a fine-tuned
         one's), else raises.
       config: the BertConfig when no ``bert_config.json`` sits beside
         ``preset``.
       preprocessor: True: the preset's own (:meth:`presets.PresetLoader.preprocessor`:
         its vocab, case and length); a ``BertPreprocessor``; None: ids only.
-      **kwargs: model keyword arguments (``name``, ``dtype``).
+      max_seq_length: with ``preprocessor=True``, its length (3 ..
+        ``max_position_embeddings``; keras-hub's ``sequence_length``).
+      **kwargs: model keyword arguments (``name``, ``dtype``, ``id2label``,
+        ``problem_type``: default the preset's).
 
     Returns:
       a :class:`BertClassifier`.
 
     Raises:
       ConfigError: ``num_labels`` None and the preset is not a classifier.
-      CheckpointError: as :meth:`BertEncoder.from_preset`.
+      CheckpointError: as :meth:`BertEncoder.from_preset`; a ``num_labels``
+        that disagrees with the preset's head (naming the tensor).
+      ParamsError: ``max_seq_length`` out of range.
       VocabError: ``preprocessor=True`` and the preset has no vocab.
     """
     loader = presets.get_preset_loader(preset)
@@ -657,7 +791,12 @@ class BertClassifier(TextInputsMixin, keras.Model):
         raise errors.ConfigError(
             "BertClassifier.from_preset(%r): pass num_labels (the preset is "
             "not a fine-tuned classifier)" % preset, argument="num_labels")
-    pre = loader.preprocessor(preprocessor)
+    pre = loader.preprocessor(preprocessor, max_seq_length)
+    if loader.num_labels(CLASSIFIER_TASK) == num_labels:
+      if kwargs.get("id2label") is None:
+        kwargs["id2label"] = loader.labels(CLASSIFIER_TASK)
+      if kwargs.get("problem_type") is None:
+        kwargs["problem_type"] = loader.problem_type(CLASSIFIER_TASK)
     return loader.build(lambda c: cls(c, num_labels, preprocessor=pre, **kwargs),
                         CLASSIFIER_TASK, config)
 
@@ -737,7 +876,7 @@ class BertQuestionAnswerer(TextInputsMixin, keras.Model):
     self.config = config
     self.encoder = encoder_lib.BertEncoder(config, name="bert")
     self.span_head = DenseHead(config, 2, name="squad")
-    self.preprocessor = as_preprocessor_layer(preprocessor)
+    self.preprocessor = as_preprocessor_layer(preprocessor, config)
     self.max_query_length = int(max_query_length)
     if self.preprocessor is not None and (
         self.preprocessor.max_seq_length - self.max_query_length - 3 < 1):
@@ -764,7 +903,8 @@ class BertQuestionAnswerer(TextInputsMixin, keras.Model):
   @classmethod
   def from_preset(cls, preset: str,
                   config: "config_lib.BertConfig | None" = None,
-                  preprocessor=None, **kwargs) -> "BertQuestionAnswerer":
+                  preprocessor=None, max_seq_length: Optional[int] = None,
+                  **kwargs) -> "BertQuestionAnswerer":
     """A question answerer with pretrained weights (see :meth:`BertEncoder.from_preset`).
 
     The span head is loaded too when the preset has one: a Hugging Face
@@ -794,7 +934,7 @@ class BertQuestionAnswerer(TextInputsMixin, keras.Model):
       ConfigError: no config found, or an invalid one.
     """
     loader = presets.get_preset_loader(preset)
-    kwargs["preprocessor"] = loader.preprocessor(preprocessor)
+    kwargs["preprocessor"] = loader.preprocessor(preprocessor, max_seq_length)
     return loader.build(lambda c: cls(c, **kwargs), QUESTION_ANSWERER_TASK, config)
 
   def text_features(self, x) -> dict:

@@ -20,7 +20,6 @@ import tensorflow as tf
 
 from bert_tf import checkpoints
 from bert_tf import config as config_lib
-from bert_tf import errors
 from bert_tf import preprocessing
 from bert_tf.modeling import encoder as encoder_lib
 from bert_tf.modeling import layers as bert_layers
@@ -30,7 +29,7 @@ from bert_tf.modeling import presets
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
 # Hugging Face BertForMultipleChoice head -> our head variables (no transpose:
 # classifier.weight is [1, H], our output_weights too).
-HF_HEAD = {"output_weights": "classifier.weight", "output_bias": "classifier.bias"}
+HF_HEAD = checkpoints.HF_CLASSIFIER_HEAD
 
 
 @bert_layers.serializable
@@ -84,6 +83,9 @@ class BertMultipleChoice(models.TextInputsMixin, keras.Model):
     >>> model = BertMultipleChoice.from_preset("hf_swag_dir/")  # doctest: +SKIP
   """
 
+  # What a truncation warning counts: each choice is packed on its own.
+  cut_unit = "choice sequences"
+
   def __init__(self, config: "config_lib.BertConfig | dict",
                skip_padding: bool = True, preprocessor=None, **kwargs):
     super().__init__(**kwargs)
@@ -93,7 +95,7 @@ class BertMultipleChoice(models.TextInputsMixin, keras.Model):
     self.encoder = encoder_lib.BertEncoder(config, name="bert")
     self.dropout = bert_layers.Dropout(config.hidden_dropout_prob, name="dropout")
     self.classifier = models.DenseHead(config, 1, name="classifier")
-    self.preprocessor = models.as_preprocessor_layer(preprocessor)
+    self.preprocessor = models.as_preprocessor_layer(preprocessor, config)
     self.built = True  # every weight exists: .keras loading needs no build
 
   def get_config(self) -> dict:
@@ -110,7 +112,8 @@ class BertMultipleChoice(models.TextInputsMixin, keras.Model):
   @classmethod
   def from_preset(cls, preset: str,
                   config: "config_lib.BertConfig | None" = None,
-                  preprocessor=None, **kwargs) -> "BertMultipleChoice":
+                  preprocessor=None, max_seq_length: Optional[int] = None,
+                  **kwargs) -> "BertMultipleChoice":
     """A multiple-choice model with pretrained weights.
 
     The head is loaded too when the preset has one: a Hugging Face
@@ -138,7 +141,7 @@ class BertMultipleChoice(models.TextInputsMixin, keras.Model):
       ConfigError: no config found, or an invalid one.
     """
     loader = presets.get_preset_loader(preset)
-    kwargs["preprocessor"] = loader.preprocessor(preprocessor)
+    kwargs["preprocessor"] = loader.preprocessor(preprocessor, max_seq_length)
     return loader.build(lambda c: cls(c, **kwargs), MULTIPLE_CHOICE_TASK, config)
 
   def text_features(self, x) -> dict:
@@ -228,30 +231,16 @@ def load_hf_multiple_choice_head(model: BertMultipleChoice, model_dir: str) -> b
     CheckpointError: unreadable file, half a head (``classifier.weight``
       without ``classifier.bias`` or the reverse), or a shape mismatch.
   """
-  tensors, path = checkpoints.read_hf_tensors(model_dir)
-  head = model.classifier
-  found = {ours: tensors[hf] for ours, hf in HF_HEAD.items() if hf in tensors}
-  if not found:
-    return False
-  if len(found) != len(HF_HEAD):
-    raise errors.CheckpointError("%s has only part of the multiple-choice head "
-                                 "(classifier.weight and classifier.bias)" % path)
-  for name, value in found.items():
-    var = getattr(head, name)
-    if tuple(value.shape) != tuple(var.shape):
-      raise errors.CheckpointError(
-          "%s: %s has shape %s, the model's head wants %s (a BertForMultipleChoice "
-          "head is [1, hidden] and [1])" % (path, HF_HEAD[name], tuple(value.shape),
-                                           tuple(var.shape)))
-  for name, value in found.items():
-    getattr(head, name).assign(value)
-  return True
+  return checkpoints.load_hf_dense_head(
+      model.classifier, model_dir, "multiple-choice head",
+      "a BertForMultipleChoice head is [1, hidden] and [1]")
 
 
 # What from_preset reads beyond the encoder (see presets.Task): the head of a
 # Hugging Face BertForMultipleChoice; the score reads the pooler.
-MULTIPLE_CHOICE_TASK = presets.Task("multiple_choice",
-                                    load_hf_head=load_hf_multiple_choice_head)
+MULTIPLE_CHOICE_TASK = presets.Task(
+    "multiple_choice", load_hf_head=load_hf_multiple_choice_head,
+    hf_head=tuple(HF_HEAD.values()), hf_architectures=("BertForMultipleChoice",))
 
 
 def load_multiple_choice_weights(model: BertMultipleChoice, init_checkpoint: str,

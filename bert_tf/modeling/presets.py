@@ -8,7 +8,9 @@ order of :data:`LOADERS`:
 
 * :class:`KerasFileLoader`: a ``.keras`` file written by ``model.save``;
 * :class:`HuggingFaceLoader`: a Hugging Face BERT directory (``config.json``
-  + ``model.safetensors``);
+  + ``model.safetensors``, sharded safetensors, ``pytorch_model.bin`` or
+  ``tf_model.h5``), also named ``hf://ORG/NAME[@REVISION]`` (the local
+  Hugging Face cache, :func:`bert_tf.huggingface.resolve`);
 * :class:`Tf1Loader`: an original google-research/bert directory
   (``bert_config.json`` + ``bert_model.ckpt.*``) or TF1 checkpoint prefix
   (also a fine-tuned ``model.ckpt-N``: its ``output_weights``/``output_bias``
@@ -31,6 +33,7 @@ Adding a source (the Hugging Face cache, ``tf_model.h5``) is one
 
 import dataclasses
 import json
+import logging
 import os
 import zipfile
 from typing import Any, Callable, List, Optional, Tuple
@@ -41,6 +44,7 @@ import tensorflow as tf
 from bert_tf import checkpoints
 from bert_tf import config as config_lib
 from bert_tf import errors
+from bert_tf import huggingface
 from bert_tf import preprocessing
 from bert_tf import run_dir
 
@@ -90,6 +94,12 @@ class Task:
       head when the directory has it, or None.
     hf_num_labels: a Hugging Face tensor [L] whose L is the number of labels
       (``"classifier.bias"``), or None.
+    hf_head: the Hugging Face tensors of the head (named in the warning
+      when a directory lacks them), or ``model -> names``.
+    hf_architectures: the transformers classes whose head this is
+      (``"BertForSequenceClassification"``): a directory of one of them
+      without the head is an error, one of another class with the same
+      tensor names (``classifier.*``) is refused.
   """
   name: str
   run_config: Optional[str] = None
@@ -99,6 +109,8 @@ class Task:
   hf_optional: Tuple[str, ...] = ()
   load_hf_head: Optional[Callable[[Any, str], Any]] = None
   hf_num_labels: Optional[str] = None
+  hf_head: Any = ()
+  hf_architectures: Tuple[str, ...] = ()
 
 
 ENCODER = Task("encoder")
@@ -250,7 +262,23 @@ class PresetLoader:
     self.load_into(model, task)
     return model
 
-  def preprocessor(self, preprocessor):
+  def check_max_seq_length(self, max_seq_length: Optional[int], config=None) -> None:
+    """Refuses a ``from_preset(..., max_seq_length=N)`` the model cannot take.
+
+    Raises:
+      errors.ParamsError: N < 3 or above the config's
+        ``max_position_embeddings`` (one line naming both).
+    """
+    if max_seq_length is None:
+      return
+    limit = self.model_config(config).max_position_embeddings
+    if not 3 <= int(max_seq_length) <= limit:
+      raise errors.ParamsError(
+          "from_preset(%r, max_seq_length=%d): the model takes 3 to %d tokens "
+          "(max_position_embeddings %d)" % (self.preset, max_seq_length, limit, limit),
+          argument="max_seq_length")
+
+  def preprocessor(self, preprocessor, max_seq_length: Optional[int] = None):
     """The preprocessor a task model built by ``from_preset`` carries.
 
     Args:
@@ -260,6 +288,8 @@ class PresetLoader:
         :meth:`vocab_file` with :meth:`do_lower_case`,
         :meth:`max_seq_length` and :meth:`preserve_unused_tokens` (a
         ``.keras`` model's own preprocessor).
+      max_seq_length: with True, the preprocessor's length instead of
+        :meth:`max_seq_length` (3 .. ``max_position_embeddings``).
 
     Returns:
       a ``BertPreprocessor`` (or the layer given), or None.
@@ -267,11 +297,19 @@ class PresetLoader:
     Raises:
       errors.ConfigError: True and the preset has no vocab (naming where it
         looked) or is a ``.keras`` model without a preprocessor.
+      errors.ParamsError: ``max_seq_length`` out of range, or given without
+        ``preprocessor=True``.
     """
+    if max_seq_length is not None and preprocessor is not True:
+      raise errors.ParamsError(
+          "from_preset(%r, max_seq_length=%d) sets the length of the preset's own "
+          "preprocessor: pass preprocessor=True too" % (self.preset, max_seq_length),
+          argument="max_seq_length")
     if preprocessor is None or preprocessor is False:
       return None
     if preprocessor is not True:
       return preprocessor
+    self.check_max_seq_length(max_seq_length)
     vocab = self.vocab_file()
     if vocab is None or not os.path.exists(vocab):
       raise errors.ConfigError(
@@ -279,8 +317,13 @@ class PresetLoader:
           "preprocessor=BertPreprocessor(vocab_file, do_lower_case, max_seq_length)"
           % (self.preset, vocab or self.preset), argument="preprocessor")
     return preprocessing.BertPreprocessor(
-        vocab, self.do_lower_case(), self.max_seq_length(),
+        vocab, self.do_lower_case(), max_seq_length or self.max_seq_length(),
         preserve_unused_tokens=self.preserve_unused_tokens())
+
+  def problem_type(self, task: Task) -> Optional[str]:  # pylint: disable=unused-argument
+    """A classifier preset's ``problem_type`` (``single_label_classification``,
+    ``multi_label_classification``, ``regression``), or None when not recorded."""
+    return None
 
 
 class KerasFileLoader(PresetLoader):
@@ -338,22 +381,37 @@ class KerasFileLoader(PresetLoader):
     """The saved model's ``num_labels`` (None for a model without one)."""
     return getattr(self.keras_model(), "num_labels", None)
 
-  def preprocessor(self, preprocessor):
+  def preprocessor(self, preprocessor, max_seq_length: Optional[int] = None):
     """As :meth:`PresetLoader.preprocessor`; True: the saved model's own
-    ``BertPreprocessor`` (the same object).
+    ``BertPreprocessor`` (the same object; with ``max_seq_length``, one of
+    that length over the same vocabulary).
 
     Raises:
       errors.ConfigError: True and the saved model has no preprocessor.
+      errors.ParamsError: ``max_seq_length`` out of range.
     """
     if preprocessor is not True:
-      return super().preprocessor(preprocessor)
+      return super().preprocessor(preprocessor, max_seq_length)
     saved = self._saved_preprocessor()
     if saved is None:
       raise errors.ConfigError(
           "from_preset(%r, preprocessor=True): the .keras model has no "
           "preprocessor; pass preprocessor=BertPreprocessor(vocab_file, "
           "do_lower_case, max_seq_length)" % self.preset, argument="preprocessor")
-    return saved
+    if max_seq_length is None or max_seq_length == saved.max_seq_length:
+      return saved
+    self.check_max_seq_length(max_seq_length)
+    return preprocessing.BertPreprocessor(
+        saved.vocab_lines(), saved.do_lower_case, max_seq_length,
+        preserve_unused_tokens=saved.preserve_unused_tokens)
+
+  def labels(self, task: Task) -> Optional[List[str]]:
+    """The saved model's label names (``label_names``), or None."""
+    return getattr(self.keras_model(), "label_names", None)
+
+  def problem_type(self, task: Task) -> Optional[str]:
+    """The saved classifier's ``problem_type``, or None."""
+    return getattr(self.keras_model(), "problem_type", None)
 
   def load_into(self, model, task: Task = ENCODER) -> None:
     """Every weight when the saved model is of ``model``'s class and shapes,
@@ -370,22 +428,32 @@ class KerasFileLoader(PresetLoader):
 
 
 class HuggingFaceLoader(PresetLoader):
-  """A Hugging Face BERT directory (``config.json`` + ``model.safetensors``
-  or ``pytorch_model.bin``; ``BertModel``, ``BertFor*``).
+  """A Hugging Face BERT directory, or ``hf://ORG/NAME[@REVISION]`` in the
+  local cache (what transformers 4.x / 5.x and sentence-transformers write:
+  ``BertModel``, ``BertFor*``; weights as :func:`bert_tf.huggingface.read_tensors`
+  reads them).
 
   The encoder, and the task's head when the directory has it
-  (:attr:`Task.load_hf_head`); ``vocab.txt`` beside the weights,
-  ``tokenizer_config.json``'s ``do_lower_case``.
+  (:attr:`Task.load_hf_head`); ``num_labels``, label names
+  (``id2label``) and ``problem_type`` from ``config.json``; the tokenizer
+  from ``vocab.txt`` or ``tokenizer.json`` (:func:`bert_tf.huggingface.read_tokenizer`).
+  A head the directory lacks is never initialized silently: an error when
+  ``config.json``'s ``architectures`` says the directory is that task's
+  fine-tuned model, else one warning line naming the missing tensors.
   """
 
   def __init__(self, preset):
     super().__init__(preset)
+    self.name = self.preset
+    self.preset = huggingface.resolve(self.preset)
     self._config = None
+    self._hf_config = None
     self._tensors = None
+    self._tokenizer = False
 
   @classmethod
   def can_load(cls, path: str) -> bool:
-    """:func:`bert_tf.checkpoints.is_hf_dir`."""
+    """:func:`bert_tf.checkpoints.is_hf_dir` (``hf://`` names included)."""
     return checkpoints.is_hf_dir(path)
 
   def config(self) -> config_lib.BertConfig:
@@ -394,45 +462,113 @@ class HuggingFaceLoader(PresetLoader):
       self._config = checkpoints.read_hf_config(self.preset)
     return self._config
 
+  def hf_config(self) -> dict:
+    """``config.json`` as transformers wrote it."""
+    if self._hf_config is None:
+      self._hf_config = huggingface.read_config(self.preset)
+    return self._hf_config
+
+  def architecture(self) -> Optional[str]:
+    """``config.json``'s first ``architectures`` entry, or None."""
+    return huggingface.architecture(self.hf_config())
+
   def _head_tensors(self) -> dict:
     if self._tensors is None:
       self._tensors = checkpoints.read_hf_tensors(self.preset)[0]
     return self._tensors
 
+  def tokenizer(self) -> Optional[huggingface.Tokenizer]:
+    """:func:`bert_tf.huggingface.read_tokenizer` of the directory (once)."""
+    if self._tokenizer is False:
+      self._tokenizer = huggingface.read_tokenizer(self.preset)
+    return self._tokenizer
+
   def vocab_file(self) -> str:
-    """``DIR/vocab.txt``."""
-    return os.path.join(self.preset, run_dir.VOCAB)
+    """``DIR/vocab.txt``; without it ``tokenizer.json``'s vocab written out
+    (:func:`bert_tf.huggingface.vocab_file`); ``DIR/vocab.txt`` (missing)
+    when there is neither."""
+    tok = self.tokenizer()
+    if tok is None:
+      return os.path.join(self.preset, run_dir.VOCAB)
+    return huggingface.vocab_file(tok)
 
   def do_lower_case(self) -> bool:
-    """``tokenizer_config.json``'s ``do_lower_case`` (True without one)."""
-    tok = _read_json(os.path.join(self.preset, "tokenizer_config.json"))
-    return True if tok is None else bool(tok.get("do_lower_case", True))
+    """The tokenizer's casing (``tokenizer.json``'s normalizer, else
+    ``tokenizer_config.json``'s ``do_lower_case``; True without either)."""
+    tok = self.tokenizer()
+    return True if tok is None else tok.do_lower_case
+
+  def max_seq_length(self) -> int:
+    """128, capped at ``max_position_embeddings`` and ``model_max_length``."""
+    tok = self.tokenizer()
+    n = super().max_seq_length()
+    return min(n, tok.model_max_length) if tok and tok.model_max_length else n
+
+  def _check_architecture(self, task: Task) -> None:
+    """Refuses a head of another task under the same tensor names."""
+    arch = self.architecture()
+    if not task.hf_architectures or arch not in huggingface.ARCHITECTURES:
+      return
+    if arch in task.hf_architectures or arch == "BertModel":
+      return
+    if callable(task.hf_head) or not any(n in self._head_tensors() for n in task.hf_head):
+      return
+    kind, cls = huggingface.ARCHITECTURES[arch]
+    raise errors.CheckpointError(
+        "from_preset(%r): config.json says %s (a %s head); its %s is not this "
+        "model's head: load it with %s.from_preset" % (
+            self.name, arch, kind, ", ".join(task.hf_head), cls), argument="preset")
 
   def num_labels(self, task: Task) -> Optional[int]:
     """L of the head tensor :attr:`Task.hf_num_labels` [L], when present."""
     if task.hf_num_labels is None:
       return None
+    self._check_architecture(task)
     bias = self._head_tensors().get(task.hf_num_labels)
     return None if bias is None else int(bias.shape[0])
 
   def labels(self, task: Task) -> Optional[List[str]]:
-    """``config.json``'s ``id2label`` names when the head exists and has as
-    many (Hugging Face writes default ``LABEL_i`` names for every model)."""
+    """``config.json``'s ``id2label`` names in id order when the head exists
+    and has as many (transformers writes ``LABEL_i`` defaults for every
+    model: those are names too)."""
     n = self.num_labels(task)
-    names = (_read_json(os.path.join(self.preset, "config.json")) or {}).get("id2label")
-    if n is None or not isinstance(names, dict) or len(names) != n:
-      return None
-    return [names[k] for k in sorted(names, key=int)]
+    return None if n is None else huggingface.label_names(self.hf_config(), n)
+
+  def problem_type(self, task: Task) -> Optional[str]:
+    """``config.json``'s ``problem_type`` (transformers' default from the
+    label count when unset), for a directory with the head."""
+    n = self.num_labels(task)
+    return None if n is None else huggingface.problem_type(self.hf_config(), n)
 
   def missing_labels_reason(self, task: Task) -> str:
     """The directory has no head tensor to count labels from."""
     return "no classifier head" if task.hf_num_labels else super().missing_labels_reason(task)
 
   def load_into(self, model, task: Task = ENCODER) -> None:
-    """The encoder (:attr:`Task.hf_optional` may be missing), then the head."""
+    """The encoder (:attr:`Task.hf_optional` may be missing), then the head.
+
+    Raises:
+      CheckpointError: tensors that do not fit; a head of another task
+        (:attr:`Task.hf_architectures`); ``config.json``'s architecture is
+        this task's and the head is missing.
+    """
+    self._check_architecture(task)
     checkpoints.load_hf_weights(encoder_of(model), self.preset, optional=task.hf_optional)
-    if task.load_hf_head is not None:
-      task.load_hf_head(model, self.preset)
+    if task.load_hf_head is None:
+      return
+    loaded = task.load_hf_head(model, self.preset)
+    head = task.hf_head(model) if callable(task.hf_head) else task.hf_head
+    missing = [n for n in head if n not in self._head_tensors()]
+    if not missing:
+      return
+    arch = self.architecture()
+    path = huggingface.weights_file(self.preset)
+    if arch in task.hf_architectures and not loaded:
+      raise errors.CheckpointError(
+          "from_preset(%r): config.json says %s but %s has no %s" % (
+              self.name, arch, path, ", ".join(missing)), argument="preset")
+    logging.warning("from_preset(%r): %s has no %s (a %s): that head starts from a "
+                    "random init", self.name, path, ", ".join(missing), arch or "BertModel")
 
 
 def _checkpoint_of(preset: str) -> Optional[Tuple[str, str]]:
@@ -482,7 +618,7 @@ class _CheckpointLoader(PresetLoader):
     """The tokenizer settings the run's settings files record."""
     if self._settings is None:
       self._settings = {}
-      for name, _ in run_dir.RUN_CONFIGS.values():
+      for name in run_dir.SETTINGS_FILES:  # a pretraining run's too
         recorded = _read_json(os.path.join(self.run_dir, name)) or {}
         self._settings.update({k: recorded[k] for k in (
             "do_lower_case", "max_seq_length", "preserve_unused_tokens")
@@ -604,6 +740,8 @@ def get_preset_loader(preset) -> PresetLoader:
       model; a path that does not exist).
   """
   preset = os.fspath(preset)
+  if preset.startswith(huggingface.SCHEME):
+    huggingface.resolve(preset)  # an uncached repo: its one line
   for loader in LOADERS:
     if loader.can_load(preset):
       return loader(preset)

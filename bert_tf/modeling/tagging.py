@@ -55,7 +55,7 @@ from bert_tf.modeling import presets
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
 # Hugging Face BertForTokenClassification head -> our head variables (no
 # transpose: classifier.weight is [L, H], our output_weights too).
-HF_HEAD = {"output_weights": "classifier.weight", "output_bias": "classifier.bias"}
+HF_HEAD = checkpoints.HF_CLASSIFIER_HEAD
 IGNORE = -1  # label id of positions outside the loss ([CLS], [SEP], padding, non-first pieces)
 _PREFIX_CODES = {"O": 0, "B": 1, "I": 2, "E": 3, "S": 4}
 TAGGING_RUN_CONFIG = run_dir.NER_CONFIG
@@ -86,6 +86,9 @@ class BertTokenClassifier(models.TextInputsMixin, keras.Model):
       the model then also takes sentences (``fit``/``evaluate``/``predict``,
       see :class:`bert_tf.modeling.models.TextInputsMixin`); part of the
       config, its vocab a ``.keras`` asset.
+    id2label: the tag names, ``{id: name}`` (transformers' ``id2label``) or
+      a list in id order; part of the config, returned by
+      :attr:`label_names`. None: unnamed.
 
   Call args:
     inputs: dict with int32 (or int64) ``input_ids``, ``input_mask``,
@@ -125,7 +128,7 @@ class BertTokenClassifier(models.TextInputsMixin, keras.Model):
   """
 
   def __init__(self, config: "config_lib.BertConfig | dict", num_labels: int,
-               skip_padding: bool = True, preprocessor=None, **kwargs):
+               skip_padding: bool = True, preprocessor=None, id2label=None, **kwargs):
     super().__init__(**kwargs)
     self.skip_padding = bool(skip_padding)
     if int(num_labels) < 1:
@@ -133,19 +136,30 @@ class BertTokenClassifier(models.TextInputsMixin, keras.Model):
     config = config_lib.as_bert_config(config)
     self.config = config
     self.num_labels = int(num_labels)
+    self.id2label = models.normalize_id2label(id2label, self.num_labels)
     self.encoder = encoder_lib.BertEncoder(config, name="bert")
     self.dropout = bert_layers.Dropout(config.hidden_dropout_prob, name="dropout")
     self.classifier = models.DenseHead(config, self.num_labels, name="classifier")
-    self.preprocessor = models.as_preprocessor_layer(preprocessor)
+    self.preprocessor = models.as_preprocessor_layer(preprocessor, config)
     self._tagging = None  # the TaggingPreprocessor, made on first use
     self.built = True  # every weight exists: .keras loading needs no build
 
+  @property
+  def label_names(self) -> Optional[list]:
+    """The tag names in id order (list of str), or None when unnamed."""
+    if self.id2label is None:
+      return None
+    return [self.id2label[i] for i in range(self.num_labels)]
+
   def get_config(self) -> dict:
     """Keras config: ``name``, ``trainable``, ``dtype``, ``config``,
-    ``num_labels``, ``skip_padding``, and ``preprocessor`` when it has one."""
+    ``num_labels``, ``skip_padding``, ``id2label`` when named, and
+    ``preprocessor`` when it has one."""
+    named = {} if self.id2label is None else {
+        "id2label": {str(i): n for i, n in sorted(self.id2label.items())}}
     return dict(models._model_base_config(self), config=self.config.to_dict(),  # pylint: disable=protected-access
                 num_labels=self.num_labels, skip_padding=self.skip_padding,
-                **self._text_config())
+                **named, **self._text_config())
 
   @classmethod
   def from_config(cls, config: dict) -> "BertTokenClassifier":
@@ -155,7 +169,8 @@ class BertTokenClassifier(models.TextInputsMixin, keras.Model):
   @classmethod
   def from_preset(cls, preset: str, num_labels: Optional[int] = None,
                   config: "config_lib.BertConfig | None" = None,
-                  preprocessor=None, **kwargs) -> "BertTokenClassifier":
+                  preprocessor=None, max_seq_length: Optional[int] = None,
+                  **kwargs) -> "BertTokenClassifier":
     """A token classifier with pretrained weights.
 
     The head is loaded too when the preset has one: a Hugging Face
@@ -166,19 +181,25 @@ class BertTokenClassifier(models.TextInputsMixin, keras.Model):
     the head keeps its initialization (then ``num_labels`` is required).
     ``preprocessor``: True: the preset's own
     (:meth:`bert_tf.modeling.presets.PresetLoader.preprocessor`); a
-    ``BertPreprocessor``; None: ids only.
+    ``BertPreprocessor``; None: ids only. ``max_seq_length``: with
+    ``preprocessor=True``, its length. The tag names (``id2label``) are the
+    preset's (a Hugging Face ``config.json``'s ``id2label``, a run's
+    ``labels``) unless passed.
 
     Raises:
       CheckpointError: nothing loadable, weights that do not fit, half a
-        head; ConfigError: no config; ValueError: unknown ``num_labels``.
+        head, a head of another task; ConfigError: no config; ParamsError:
+        ``max_seq_length`` out of range; ValueError: unknown ``num_labels``.
     """
     loader = presets.get_preset_loader(preset)
-    kwargs["preprocessor"] = loader.preprocessor(preprocessor)
+    kwargs["preprocessor"] = loader.preprocessor(preprocessor, max_seq_length)
     if num_labels is None:
       num_labels = loader.num_labels(TAGGING_TASK)
     if num_labels is None:
       raise ValueError("from_preset(%r): %s; pass num_labels"
                        % (preset, loader.missing_labels_reason(TAGGING_TASK)))
+    if kwargs.get("id2label") is None and loader.num_labels(TAGGING_TASK) == num_labels:
+      kwargs["id2label"] = loader.labels(TAGGING_TASK)
     return loader.build(lambda c: cls(c, num_labels, **kwargs), TAGGING_TASK, config)
 
   @property
@@ -257,24 +278,9 @@ def load_hf_tagging_head(model: BertTokenClassifier, model_dir: str) -> bool:
   Raises:
     CheckpointError: half a head or a shape mismatch (another label count).
   """
-  tensors, path = checkpoints.read_hf_tensors(model_dir)
-  found = {ours: tensors[hf] for ours, hf in HF_HEAD.items() if hf in tensors}
-  if not found:
-    return False
-  if len(found) != len(HF_HEAD):
-    raise errors.CheckpointError("%s has only part of the token-classification head "
-                                 "(classifier.weight and classifier.bias)" % path)
-  head = model.classifier
-  for name, value in found.items():
-    var = getattr(head, name)
-    if tuple(value.shape) != tuple(var.shape):
-      raise errors.CheckpointError(
-          "%s: %s has shape %s, the model's head wants %s (%d labels)" % (
-              path, HF_HEAD[name], tuple(value.shape), tuple(var.shape),
-              model.num_labels))
-  for name, value in found.items():
-    getattr(head, name).assign(value)
-  return True
+  return checkpoints.load_hf_dense_head(model.classifier, model_dir,
+                                        "token-classification head",
+                                        "%d labels" % model.num_labels)
 
 
 # What from_preset reads beyond the encoder (see presets.Task): the head of a
@@ -282,7 +288,8 @@ def load_hf_tagging_head(model: BertTokenClassifier, model_dir: str) -> bool:
 # labels of a run_ner run; the pooler is not read.
 TAGGING_TASK = presets.Task(
     "tagging", run_config=TAGGING_RUN_CONFIG, hf_optional=("bert/pooler/",),
-    load_hf_head=load_hf_tagging_head, hf_num_labels=HF_HEAD["output_bias"])
+    load_hf_head=load_hf_tagging_head, hf_num_labels=HF_HEAD["output_bias"],
+    hf_head=tuple(HF_HEAD.values()), hf_architectures=("BertForTokenClassification",))
 
 
 def load_tagging_weights(model: BertTokenClassifier, init_checkpoint: str,

@@ -1,0 +1,359 @@
+"""Every head of a Hugging Face BERT directory loads with ``from_preset``, labels included.
+
+Directories written by transformers 5 itself (``save_pretrained``: config,
+``model.safetensors``, ``tokenizer.json`` and no ``vocab.txt``): a
+``BertForSequenceClassification`` fine-tuned from the real all-MiniLM-L6-v2
+(3 named labels), and the other heads (multi-label and regression sequence
+classification, token classification, question answering, multiple choice,
+pretraining, masked LM) on the cropped MiniLM with seeded heads drawn far
+from their zero/0.02 init (so a misread bias or layout shows). Each head's
+logits are compared with transformers' own (CPU PyTorch) on real text: movie
+reviews, tweets of WNUT-16, SQuAD-Shifts questions and contexts, wikiHow
+choices. Then the formats beside safetensors: legacy ``gamma``/``beta``
+names with and without ``bert.``, a sharded checkpoint, ``pytorch_model.bin``,
+transformers 4.57.6's ``tf_model.h5`` (tests/data/hf_tf_model_h5); and the
+bad input of issue 60, one line each.
+"""
+
+import csv
+import json
+import logging
+import os
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import errors
+from bert_tf import huggingface
+from bert_tf.modeling import encoder as encoder_lib
+from bert_tf.modeling import models
+from bert_tf.modeling import multiple_choice
+from bert_tf.modeling import presets
+from bert_tf.modeling import tagging
+from conftest import MC_DIR, MOVIE_DIR, NER_DIR, ROOT, SQUAD_V1_DIR
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+H5_DIR = os.path.join(ROOT, "tests", "data", "hf_tf_model_h5")
+ATOL = 1e-5
+
+
+def _movie_sentences(n=6):
+  with open(os.path.join(MOVIE_DIR, "dev.tsv"), encoding="utf-8") as f:
+    rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:]
+  return [rows[i][0] for i in range(0, len(rows), len(rows) // n)][:n]
+
+
+def _tweets(n=4):
+  with open(os.path.join(NER_DIR, "dev.txt"), encoding="utf-8") as f:
+    blocks = [b for b in f.read().split("\n\n") if b.strip()][:n]
+  words = [[l.split("\t")[0] for l in b.splitlines()] for b in blocks]
+  tags = [[l.split("\t")[1] for l in b.splitlines()] for b in blocks]
+  return [" ".join(w) for w in words], tags
+
+
+def _squad_pairs(n=3):
+  with open(os.path.join(SQUAD_V1_DIR, "dev.json"), encoding="utf-8") as f:
+    paragraphs = [p for a in json.load(f)["data"] for p in a["paragraphs"]][:n]
+  return [p["qas"][0]["question"] for p in paragraphs], [p["context"] for p in paragraphs]
+
+
+def _choices(n=2):
+  with open(os.path.join(MC_DIR, "dev.csv"), encoding="utf-8", newline="") as f:
+    rows = list(csv.DictReader(f))[:n]
+  return [r["sent1"] for r in rows], [[r["ending%d" % i] for i in range(4)] for r in rows]
+
+
+def _far_head(model, names, seed):
+  """Head parameters drawn from N(0, 0.5): far from transformers' init."""
+  gen = torch.Generator().manual_seed(seed)
+  with torch.no_grad():
+    for name, p in model.named_parameters():
+      if name.startswith(names):
+        p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
+  return model.eval()
+
+
+def _ours(enc):
+  """transformers' tokenizer output -> our int32 feature dict."""
+  return {"input_ids": tf.constant(enc["input_ids"], tf.int32),
+          "input_mask": tf.constant(enc["attention_mask"], tf.int32),
+          "segment_ids": tf.constant(enc["token_type_ids"], tf.int32)}
+
+
+@pytest.fixture(scope="module")
+def hf(minilm_dir, cropped_minilm_dir, tmp_path_factory):
+  """``{name: directory}`` saved by transformers 5, and the tokenizer."""
+  root = tmp_path_factory.mktemp("hf_heads")
+  tok = transformers.AutoTokenizer.from_pretrained(minilm_dir)
+  dirs = {}
+
+  def save(name, model):
+    d = str(root / name)
+    model.save_pretrained(d)
+    tok.save_pretrained(d)
+    dirs[name] = d
+    return model
+
+  torch.manual_seed(0)
+  named = {0: "negative", 1: "mixed", 2: "positive"}
+  dirs["seq_model"] = save("seq", _far_head(transformers.BertForSequenceClassification
+                                            .from_pretrained(minilm_dir, id2label=named), ("classifier",), 1))
+  cropped = cropped_minilm_dir
+  cls = transformers.BertForSequenceClassification
+  dirs["multi_model"] = save("multi", _far_head(cls.from_pretrained(
+      cropped, num_labels=4, problem_type="multi_label_classification"), ("classifier",), 2))
+  dirs["reg_model"] = save("reg", _far_head(cls.from_pretrained(cropped, num_labels=1),
+                                            ("classifier",), 3))
+  _, tags = _tweets()
+  names = sorted({t for ts in tags for t in ts} | {"O", "B-person", "I-person"})
+  dirs["ner_model"] = save("ner", _far_head(transformers.BertForTokenClassification.from_pretrained(
+      cropped, id2label=dict(enumerate(names))), ("classifier",), 4))
+  dirs["qa_model"] = save("qa", _far_head(transformers.BertForQuestionAnswering.from_pretrained(
+      cropped), ("qa_outputs",), 5))
+  dirs["mc_model"] = save("mc", _far_head(transformers.BertForMultipleChoice.from_pretrained(
+      cropped), ("classifier",), 6))
+  dirs["pt_model"] = save("pt", _far_head(transformers.BertForPreTraining.from_pretrained(
+      cropped), ("cls.predictions.transform", "cls.seq_relationship", "cls.predictions.bias"), 7))
+  dirs["mlm_model"] = save("mlm", _far_head(transformers.BertForMaskedLM.from_pretrained(
+      cropped), ("cls.predictions.transform", "cls.predictions.bias"), 8))
+  dirs["tok"] = tok
+  dirs["root"] = root
+  return dirs
+
+
+def test_a_transformers5_sequence_classifier_loads_with_labels_and_tokenizer(hf):
+  """The issue's first case: no num_labels, no vocab.txt, names and logits."""
+  assert not os.path.exists(os.path.join(hf["seq"], "vocab.txt"))
+  model = models.BertClassifier.from_preset(hf["seq"], preprocessor=True)
+  assert (model.num_labels, model.problem_type) == (3, "single_label_classification")
+  assert model.label_names == ["negative", "mixed", "positive"]
+  texts = _movie_sentences()
+  enc = hf["tok"](texts, padding=True, return_tensors="np")
+  with torch.no_grad():
+    want = hf["seq_model"](**{k: torch.tensor(v) for k, v in enc.items()}).logits.numpy()
+  got = model.predict(texts, verbose=0)
+  np.testing.assert_allclose(got, want, atol=ATOL)
+  assert np.abs(want).max() > 0.5  # a head far from its init
+  names = [hf["seq_model"].config.id2label[int(i)] for i in want.argmax(-1)]
+  assert model.predict_labels(texts, verbose=0) == names
+  # The names travel in the config and the .keras file (issue 63 item 7).
+  assert model.get_config()["id2label"] == {"0": "negative", "1": "mixed", "2": "positive"}
+  path = str(hf["root"] / "seq.keras")
+  model.save(path)
+  again = models.BertClassifier.from_preset(path, preprocessor=True)
+  assert again.label_names == model.label_names and again.problem_type == model.problem_type
+  np.testing.assert_allclose(again.predict(texts, verbose=0), want, atol=ATOL)
+
+
+def test_multi_label_and_regression_by_problem_type(hf):
+  texts = _movie_sentences(4)
+  enc = hf["tok"](texts, padding=True, return_tensors="np")
+  for name, kind, n in (("multi", "multi_label_classification", 4), ("reg", "regression", 1)):
+    model = models.BertClassifier.from_preset(hf[name])
+    assert (model.num_labels, model.problem_type) == (n, kind)
+    with torch.no_grad():
+      want = hf[name + "_model"](**{k: torch.tensor(v) for k, v in enc.items()}).logits.numpy()
+    np.testing.assert_allclose(model(_ours(enc)), want, atol=ATOL, err_msg=name)
+  multi = models.BertClassifier.from_preset(hf["multi"], preprocessor=True)
+  probs = 1 / (1 + np.exp(-want_multi(hf, enc)))
+  assert multi.predict_labels(texts, verbose=0) == [
+      ["LABEL_%d" % j for j in np.flatnonzero(p >= 0.5)] for p in probs]
+
+
+def want_multi(hf, enc):
+  with torch.no_grad():
+    return hf["multi_model"](**{k: torch.tensor(v) for k, v in enc.items()}).logits.numpy()
+
+
+def test_token_classifier_with_tag_names(hf):
+  texts, _ = _tweets()
+  model = tagging.BertTokenClassifier.from_preset(hf["ner"])
+  ref = hf["ner_model"]
+  assert model.label_names == [ref.config.id2label[i] for i in range(ref.config.num_labels)]
+  enc = hf["tok"](texts, padding=True, return_tensors="np")
+  with torch.no_grad():
+    want = ref(**{k: torch.tensor(v) for k, v in enc.items()}).logits.numpy()
+  got = model(_ours(enc)).numpy()
+  mask = enc["attention_mask"].astype(bool)
+  np.testing.assert_allclose(got[mask], want[mask], atol=ATOL)
+
+
+def test_question_answerer_and_multiple_choice(hf):
+  questions, contexts = _squad_pairs()
+  enc = hf["tok"](questions, contexts, padding=True, truncation="only_second",
+                  max_length=256, return_tensors="np")
+  with torch.no_grad():
+    want = hf["qa_model"](**{k: torch.tensor(v) for k, v in enc.items()})
+  got = models.BertQuestionAnswerer.from_preset(hf["qa"])(_ours(enc))
+  mask = enc["attention_mask"].astype(bool)
+  for key in ("start_logits", "end_logits"):
+    np.testing.assert_allclose(got[key].numpy()[mask], getattr(want, key).numpy()[mask],
+                               atol=ATOL, err_msg=key)
+  context, endings = _choices()
+  firsts = [c for c in context for _ in range(4)]
+  enc = hf["tok"](firsts, [e for es in endings for e in es], padding=True, return_tensors="np")
+  enc = {k: v.reshape(len(context), 4, -1) for k, v in enc.items()}
+  with torch.no_grad():
+    want = hf["mc_model"](**{k: torch.tensor(v) for k, v in enc.items()}).logits.numpy()
+  got = multiple_choice.BertMultipleChoice.from_preset(hf["mc"])(_ours(enc))
+  np.testing.assert_allclose(got, want, atol=ATOL)
+
+
+def test_pretraining_and_masked_lm_heads(hf):
+  texts = _movie_sentences(2)
+  enc = hf["tok"](texts, padding=True, return_tensors="np")
+  positions = np.array([[1, 3, 5], [2, 4, 6]], np.int32)
+  inputs = dict(_ours(enc), masked_lm_positions=tf.constant(positions))
+  tensors = {k: torch.tensor(v) for k, v in enc.items()}
+  with torch.no_grad():
+    pt = hf["pt_model"](**tensors)
+    mlm = hf["mlm_model"](**tensors).logits.numpy()
+  rows = np.arange(2)[:, None]
+  got = models.BertPretrainer.from_preset(hf["pt"])(inputs)
+  np.testing.assert_allclose(got["masked_lm_logits"], pt.prediction_logits.numpy()[rows, positions],
+                             atol=1e-4)
+  np.testing.assert_allclose(got["next_sentence_logits"], pt.seq_relationship_logits.numpy(),
+                             atol=ATOL)
+  got = models.BertPretrainer.from_preset(hf["mlm"], nsp=False)(inputs)
+  np.testing.assert_allclose(got["masked_lm_logits"], mlm[rows, positions], atol=1e-4)
+
+
+def test_a_missing_head_is_one_warning_or_an_error(hf, minilm_dir, caplog):
+  # A BertModel (sentence-transformers' MiniLM) for a classifier: one line.
+  with caplog.at_level(logging.WARNING):
+    clf = models.BertClassifier.from_preset(minilm_dir, num_labels=2)
+  lines = [r.getMessage() for r in caplog.records if "random init" in r.getMessage()]
+  assert len(lines) == 1 and "classifier.weight, classifier.bias" in lines[0], lines
+  assert clf.label_names is None
+  caplog.clear()
+  with caplog.at_level(logging.WARNING):
+    models.BertPretrainer.from_preset(hf["mlm"])  # nsp=True: no cls.seq_relationship
+  assert any("cls.seq_relationship.weight, cls.seq_relationship.bias" in r.getMessage()
+             for r in caplog.records)
+  # config.json says BertForSequenceClassification but the head is gone.
+  broken = str(hf["root"] / "no_head")
+  shutil.copytree(hf["multi"], broken)
+  from safetensors.numpy import load_file, save_file  # pylint: disable=g-import-not-at-top
+  path = os.path.join(broken, "model.safetensors")
+  save_file({k: v for k, v in load_file(path).items() if not k.startswith("classifier.")}, path)
+  with pytest.raises(errors.CheckpointError, match="says BertForSequenceClassification but "
+                     ".*model.safetensors has no classifier.weight, classifier.bias"):
+    models.BertClassifier.from_preset(broken, num_labels=4)
+  # Another task's head under the same names: refused, not loaded.
+  with pytest.raises(errors.CheckpointError,
+                     match="BertForTokenClassification.*BertTokenClassifier.from_preset"):
+    models.BertClassifier.from_preset(hf["ner"])
+  with pytest.raises(errors.CheckpointError, match=r"classifier.weight has shape \[4, 128\].*"
+                     r"wants \[3, 128\] \(3 labels\)"):
+    models.BertClassifier.from_preset(hf["multi"], num_labels=3)
+
+
+def _reference_logits(model_dir, enc, cls=None):
+  cls = cls or transformers.BertForSequenceClassification
+  model = cls.from_pretrained(model_dir).eval()
+  with torch.no_grad():
+    return model(**{k: torch.tensor(v) for k, v in enc.items()}).logits.numpy()
+
+
+def test_legacy_names_shards_and_pytorch_bin(hf):
+  from safetensors.numpy import load_file, save_file  # pylint: disable=g-import-not-at-top
+  texts = _movie_sentences(3)
+  enc = hf["tok"](texts, padding=True, return_tensors="np")
+  src = hf["multi"]
+  want = _reference_logits(src, enc)
+  tensors = load_file(os.path.join(src, "model.safetensors"))
+  for prefix in ("bert.", ""):
+    d = str(hf["root"] / ("legacy" + prefix.rstrip(".")))
+    os.makedirs(d)
+    shutil.copy(os.path.join(src, "config.json"), d)
+    legacy = {}
+    for k, v in tensors.items():
+      k = k[len("bert."):] if k.startswith("bert.") and not prefix else k
+      legacy[k.replace("LayerNorm.weight", "LayerNorm.gamma")
+             .replace("LayerNorm.bias", "LayerNorm.beta")] = v
+    assert any(k.endswith("LayerNorm.gamma") for k in legacy)
+    save_file(legacy, os.path.join(d, "model.safetensors"))
+    np.testing.assert_allclose(_reference_logits(d, enc), want, atol=ATOL)  # transformers reads it
+    np.testing.assert_allclose(models.BertClassifier.from_preset(d)(_ours(enc)), want,
+                               atol=ATOL, err_msg=prefix or "no prefix")
+  sharded = str(hf["root"] / "sharded")
+  hf["multi_model"].save_pretrained(sharded, max_shard_size="5MB")
+  assert os.path.exists(os.path.join(sharded, "model.safetensors.index.json"))
+  assert not os.path.exists(os.path.join(sharded, "model.safetensors"))
+  np.testing.assert_allclose(models.BertClassifier.from_preset(sharded)(_ours(enc)), want,
+                             atol=ATOL)
+  binary = str(hf["root"] / "bin")
+  os.makedirs(binary)
+  shutil.copy(os.path.join(src, "config.json"), binary)
+  torch.save(hf["multi_model"].state_dict(), os.path.join(binary, "pytorch_model.bin"))
+  np.testing.assert_allclose(models.BertClassifier.from_preset(binary)(_ours(enc)), want,
+                             atol=ATOL)
+  # Bad input, one line each: a shard gone, a truncated file, no PyTorch.
+  os.remove(os.path.join(sharded, sorted(f for f in os.listdir(sharded)
+                                         if f.endswith(".safetensors"))[-1]))
+  with pytest.raises(errors.CheckpointError, match="names shard .*, which is missing"):
+    models.BertClassifier.from_preset(sharded)
+  cut = str(hf["root"] / "cut")
+  shutil.copytree(str(hf["root"] / "legacy"), cut)
+  path = os.path.join(cut, "model.safetensors")
+  with open(path, "r+b") as f:
+    f.truncate(os.path.getsize(path) // 2)
+  with pytest.raises(errors.CheckpointError, match="cannot read .*cut/model.safetensors.*truncated"):
+    models.BertClassifier.from_preset(cut)
+  real_import = __import__
+
+  def no_torch(name, *args, **kwargs):
+    if name == "torch":
+      raise ImportError("no torch")
+    return real_import(name, *args, **kwargs)
+
+  import builtins  # pylint: disable=g-import-not-at-top
+  builtins.__import__ = no_torch
+  try:
+    with pytest.raises(errors.CheckpointError, match="needs PyTorch.*save_pretrained"):
+      models.BertClassifier.from_preset(binary)
+  finally:
+    builtins.__import__ = real_import
+
+
+def test_tf_model_h5_of_transformers4_tf_classes():
+  """tests/data/hf_tf_model_h5: TFBertForSequenceClassification (4.57.6)."""
+  with open(os.path.join(H5_DIR, "expected.json"), encoding="utf-8") as f:
+    expected = json.load(f)
+  assert huggingface.weights_file(H5_DIR).endswith("tf_model.h5")
+  model = models.BertClassifier.from_preset(H5_DIR, preprocessor=True)
+  assert model.label_names == ["negative", "neutral", "positive"]
+  features = model.preprocessor.bert_preprocessor(tf.constant(expected["sentences"]))
+  n = len(expected["input_ids"][0])
+  np.testing.assert_array_equal(features["input_ids"][:, :n], expected["input_ids"])
+  np.testing.assert_allclose(model.predict(expected["sentences"], verbose=0),
+                             expected["logits"], atol=ATOL)
+
+
+def test_bad_directories_one_line_each(hf, tmp_path):
+  other = tmp_path / "roberta"
+  shutil.copytree(hf["reg"], other)
+  config = json.loads((other / "config.json").read_text())
+  (other / "config.json").write_text(json.dumps(dict(config, model_type="roberta")))
+  with pytest.raises(errors.CheckpointError, match="model_type 'roberta' is not bert"):
+    encoder_lib.BertEncoder.from_preset(str(other))
+  wrong = tmp_path / "wrong_sizes"
+  shutil.copytree(hf["reg"], wrong)
+  (wrong / "config.json").write_text(json.dumps(dict(config, intermediate_size=256)))
+  with pytest.raises(errors.CheckpointError, match=r"does not fit the model: variable "
+                     r"bert/encoder/layer_0/intermediate/dense/kernel .*config.json disagrees"):
+    encoder_lib.BertEncoder.from_preset(str(wrong))
+  with pytest.raises(errors.ParamsError, match=r"max_seq_length=1024\): the model takes 3 to 512"):
+    models.BertClassifier.from_preset(hf["seq"], preprocessor=True, max_seq_length=1024)
+  pre = presets.get_preset_loader(hf["seq"]).preprocessor(True)
+  import bert_tf.preprocessing as preprocessing  # pylint: disable=g-import-not-at-top
+  long = preprocessing.BertPreprocessor(pre.vocab_lines(), True, 1024)
+  with pytest.raises(errors.ParamsError, match="max_seq_length 1024 is above the model's "
+                     "max_position_embeddings 512"):
+    models.BertClassifier(presets.get_preset_loader(hf["seq"]).config(), 3, preprocessor=long)
+  assert models.BertClassifier.from_preset(
+      hf["seq"], preprocessor=True, max_seq_length=64).preprocessor.max_seq_length == 64

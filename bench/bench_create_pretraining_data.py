@@ -101,6 +101,43 @@ def _run_ours_once(corpus, out, args, workdir, workers, name):
   return dict(instances=n, wall=wall, cpu=cpu, rss=rss_sum, rss_detail=detail)
 
 
+_EMPTY_PIPELINE = """
+import time
+t0 = time.time()
+from bert_tf.data.pretraining import beam_runner
+options, name = beam_runner.parse_pipeline_options(%r)
+beam = beam_runner.import_beam()
+with beam.Pipeline(runner=beam_runner._make_runner(name, options), options=options) as p:
+  _ = (p | beam.Create(list(range(%d))) | beam.Reshuffle() | beam.Map(lambda s: s)
+       | beam.combiners.ToList() | beam.Map(len))
+print("empty pipeline %%.2f s" %% (time.time() - t0))
+"""
+
+
+def beam_fixed_cost(workdir, workers):
+  """Wall and CPU seconds of the tool's Beam pipeline shape with shards that
+  do nothing (interpreter + Beam import, SDK worker start-up, stages, tear-down):
+  the part of the Beam column that does not grow with the corpus."""
+  opts = ("runner=DirectRunner,direct_num_workers=%d,direct_running_mode=multi_processing"
+          % workers)
+  _, wall, cpu, rss = _timed([sys.executable, "-c", _EMPTY_PIPELINE % (opts, workers)],
+                             workdir, "beam_empty")
+  return dict(wall=wall, cpu=cpu, rss=rss)
+
+
+def _break_even(mb, fixed, beam_rest, local):
+  """Corpus size (MB) from which Beam's instances/s reach 0.8x the local mode's,
+  taking both as linear in the corpus (Beam: ``fixed`` + ``beam_rest`` at
+  ``mb``; local: ``local``): 0.8 (F + b M) <= l M."""
+  if beam_rest <= 0.1 * fixed:
+    return "the Beam run is all fixed cost at this corpus size: no rate to extrapolate"
+  room = local - 0.8 * beam_rest
+  if room <= 0:
+    return "without the fixed cost Beam is still under 0.8x: no corpus size reaches it"
+  return "at these rates Beam reaches 0.8x from about %.0f MB of corpus" % (
+      0.8 * fixed * mb / room)
+
+
 def verify(a, b):
   """Number of records of TFRecord ``a`` and ``b`` and how many differ (parsed)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -192,6 +229,16 @@ def main():
   ips = lambda key: statistics.median(g[key]["instances"] / g[key]["wall"] for g in rounds)
   print("\nBeam / local 2-worker instances/s (wall): %.2fx (target >= 0.8x)" % (
       ips(modes[3][0]) / ips(modes[2][0])))
+  fixed = beam_fixed_cost(workdir, 2)
+  beam_wall = statistics.median(g[modes[3][0]]["wall"] for g in rounds)
+  local_wall = statistics.median(g[modes[2][0]]["wall"] for g in rounds)
+  print("Beam's fixed cost (the same pipeline, shards that do nothing): %.1f s wall, "
+        "%.1f s CPU; the rest of the Beam run %.1f s against the local mode's %.1f s "
+        "(%s); %s" % (
+            fixed["wall"], fixed["cpu"], beam_wall - fixed["wall"], local_wall,
+            "%.2fx" % (local_wall / (beam_wall - fixed["wall"]))
+            if beam_wall - fixed["wall"] > 0.1 * fixed["wall"] else "-", _break_even(
+                len(data) / 1e6, fixed["wall"], beam_wall - fixed["wall"], local_wall)))
   if args.verify and not args.skip_original:
     n1, n2, diff = verify(os.path.join(workdir, "orig.tfrecord"),
                           os.path.join(workdir, "ours.tfrecord"))

@@ -19,6 +19,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT
 
 IMPORT_OLD = "from bert import tokenization\n"
@@ -57,42 +59,49 @@ def _edited_source():
   return code
 
 
-def _run(tmp_path, code):
-  """Runs the file with pytest in a fresh process.
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory):
+  """Both files (edited, and edited without the preserve edit) run by one
+  pytest in one fresh process (one TensorFlow import for both).
 
-  Returns ``(returncode, output, {test name: outcome})`` for the file's own
+  Returns ``{file stem: (output, {test name: outcome})}`` for the files' own
   tests; TensorFlow's inherited ``TestCase.test_session`` (skipped, "Not a
   test.") is deselected.
   """
-  test_file = tmp_path / "tokenization_test.py"
-  test_file.write_text(code, encoding="utf-8")
+  tmp_path = tmp_path_factory.mktemp("tokenization_suite")
+  edited = _edited_source()
+  files = {"tokenization_test": edited,
+           "unedited_preserve_test": edited.replace(FLAGSAVER_NEW, FLAGSAVER_OLD)}
+  for stem, code in files.items():
+    (tmp_path / (stem + ".py")).write_text(code, encoding="utf-8")
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
   proc = subprocess.run(
       [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider",
-       "-o", "addopts=", "-k", "not test_session", str(test_file)],
+       "-o", "addopts=", "-k", "not test_session"] + [stem + ".py" for stem in files],
       cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=600)
   out = proc.stdout + proc.stderr
-  outcomes = {m.group(2): m.group(1) for m in re.finditer(
-      r"^(PASSED|FAILED|ERROR|SKIPPED)\S* \S*::TokenizationTest::(\w+)", out, re.M)}
-  return proc.returncode, out, outcomes
+  got = {stem: {} for stem in files}
+  for m in re.finditer(r"^(PASSED|FAILED|ERROR|SKIPPED)\S* (\w+)\.py::TokenizationTest::(\w+)",
+                       out, re.M):
+    got[m.group(2)][m.group(3)] = m.group(1)
+  return out, got
 
 
-def test_original_tokenization_test_passes_on_ours(tmp_path):
-  code = _edited_source()
-  names = re.findall(r"^  def (test_\w+)\(self\):", code, re.M)
+def test_original_tokenization_test_passes_on_ours(outcomes):
+  out, got = outcomes
+  names = re.findall(r"^  def (test_\w+)\(self\):", _edited_source(), re.M)
   assert len(names) == NUM_TESTS
-  returncode, out, outcomes = _run(tmp_path, code)
-  assert returncode == 0, out[-4000:]
-  assert outcomes == {n: "PASSED" for n in names}, out[-3000:]
-  assert re.search(r"\b%d passed, 1 deselected" % NUM_TESTS, out), out[-2000:]
+  assert got["tokenization_test"] == {n: "PASSED" for n in names}, out[-3000:]
+  # The other file's one failure: NUM_TESTS + NUM_TESTS - 1 passed in all.
+  assert re.search(r"\b1 failed, %d passed, 2 deselected" % (2 * NUM_TESTS - 1), out), \
+      out[-2000:]
 
 
-def test_unedited_preserve_test_needs_the_option(tmp_path):
+def test_unedited_preserve_test_needs_the_option(outcomes):
   """Without the second edit the preserve test fails on ours (the library
   defines no ``--preserve_unused_tokens`` flag): the edit is what passes it."""
-  code = _edited_source().replace(FLAGSAVER_NEW, FLAGSAVER_OLD)
-  returncode, out, outcomes = _run(tmp_path, code)
-  assert returncode != 0
-  assert len(outcomes) == NUM_TESTS, out[-3000:]
-  failed = sorted(n for n, o in outcomes.items() if o != "PASSED")
+  out, got = outcomes
+  got = got["unedited_preserve_test"]
+  assert len(got) == NUM_TESTS, out[-3000:]
+  failed = sorted(n for n, o in got.items() if o != "PASSED")
   assert failed == ["test_full_tokenizer_preserve_unused"], out[-3000:]

@@ -13,6 +13,8 @@ Layout (google-research/bert's names where it has one)::
     bert_config.json         the encoder's sizes (modeling.BertConfig)
     vocab.txt                the WordPiece vocabulary the run used
     <kind>_config.json       a fine-tuning run's settings (RUN_CONFIGS)
+    pretraining_config.json  a pretraining run's tokenizer settings (the
+                             casing of its vocab.txt; PRETRAINING_CONFIG)
     train_flags.json         the training recipe a resume must match
     determinism.json         the intra-op pool a resume must reuse
     checkpoint, ckpt-N.*     the newest object checkpoints
@@ -26,6 +28,7 @@ Example::
   ckpt = run_dir.model_checkpoint("runs/mrpc")  # best/ckpt-1, else newest
 """
 
+import json
 import os
 import re
 from typing import Dict, List, Optional, Tuple
@@ -53,6 +56,12 @@ RUN_CONFIGS: Dict[str, Tuple[str, str]] = {
     "swag": (SWAG_CONFIG, "run_swag.py"),
 }
 PRETRAINING = "pretraining"
+PRETRAINING_CONFIG = "pretraining_config.json"
+# Every file that records a run's tokenizer settings (a pretraining run is no
+# run kind of RUN_CONFIGS: it has no task head to export).
+SETTINGS_FILES: Tuple[str, ...] = tuple(
+    name for name, _ in RUN_CONFIGS.values()) + (PRETRAINING_CONFIG,)
+TOKENIZER_KEYS = ("do_lower_case", "max_seq_length", "preserve_unused_tokens")
 
 _STATE_LINE = re.compile(r'^model_checkpoint_path:\s*"((?:[^"\\]|\\.)*)"\s*$')
 _ANY_STATE_LINE = re.compile(
@@ -181,3 +190,41 @@ def read_results(path: str) -> Optional[dict]:
     return None
   with open(path, encoding="utf-8") as f:
     return dict(l.rstrip("\n").split(" = ", 1) for l in f if " = " in l)
+
+
+def recorded_settings(directory: str) -> dict:
+  """The tokenizer settings (:data:`TOKENIZER_KEYS`) the settings files of
+  a run directory record (:data:`SETTINGS_FILES`, in that order; {} when
+  none does)."""
+  out = {}
+  for name in SETTINGS_FILES:
+    try:
+      with open(os.path.join(directory, name), encoding="utf-8") as f:
+        recorded = json.load(f)
+    except (OSError, ValueError):
+      continue
+    if isinstance(recorded, dict):
+      out.update({k: recorded[k] for k in TOKENIZER_KEYS if recorded.get(k) is not None})
+  return out
+
+
+def carried_vocab(checkpoint: str) -> Optional[Tuple[str, dict]]:
+  """The vocab and tokenizer settings a run of ours carries, for a
+  ``--init_checkpoint`` that is its directory or one of its checkpoints.
+
+  Args:
+    checkpoint: a run directory, or a checkpoint prefix in one (``best/``'s
+      included).
+
+  Returns:
+    ``(RUN/vocab.txt, recorded_settings(RUN))`` when the run directory holds
+    a ``vocab.txt`` and a settings file that records its casing, else None
+    (an original or Hugging Face checkpoint; a pretraining run that was
+    given no vocab).
+  """
+  d = checkpoint if os.path.isdir(checkpoint) else run_dir_of(checkpoint)
+  vocab = os.path.join(d, VOCAB)
+  settings = recorded_settings(d)
+  if not os.path.exists(vocab) or "do_lower_case" not in settings:
+    return None
+  return vocab, settings

@@ -206,3 +206,80 @@ def test_fine_tuning_takes_the_config_beside_a_pretraining_run(tmp_path, task):
   # A path that does not exist is that error, first (issue 40).
   with pytest.raises(errors.CheckpointError, match="does not exist"):
     resolve(params(str(tmp_path / "nothing")))
+
+
+@pytest.mark.slow  # two tool runs and a pretraining: ~20-30 s
+def test_a_pretraining_run_carries_its_vocab_and_casing_to_fine_tuning(tmp_path):
+  """``run_pretraining`` given its ``--vocab_file`` (or finding one beside
+  the config, or in a data manifest) copies it into the run directory with
+  its casing (``pretraining_config.json``), so ``run_classifier
+  --init_checkpoint=RUN`` needs neither ``--vocab_file`` nor
+  ``--bert_config_file``; a run without one is one error naming
+  ``--vocab_file`` and where it comes from, nothing written. (Issue 63 item 6:
+  fine-tuning from a pretraining run needed ``--vocab_file`` again.)"""
+  import shutil  # pylint: disable=g-import-not-at-top
+  from test_fine_tuning_resume import _movie_slice  # pylint: disable=g-import-not-at-top
+  records = pretraining_records(tmp_path)
+  run = tmp_path / "pretrain"
+  pretrain(records, str(run), "--bert_config_file=" + TINY_CONFIG)
+  with open(VOCAB, "rb") as f:
+    assert (run / "vocab.txt").read_bytes() == f.read()
+  settings = json.loads((run / "pretraining_config.json").read_text())
+  assert settings["do_lower_case"] is True and settings["max_seq_length"] == 64, settings
+  assert "no upper-case" in settings["casing_from"]
+  data = _movie_slice(str(tmp_path / "movie"), train_rows=16, dev_rows=8)
+  fine = ["tools/run_classifier.py", "--task_name=sst-2", "--data_dir=" + data,
+          "--do_train", "--num_train_epochs=1", "--train_batch_size=8",
+          "--max_seq_length=32", "--learning_rate=1e-4"]
+  out = tmp_path / "cls"
+  p = run_tool(fine + ["--init_checkpoint=" + str(run), "--output_dir=" + str(out)])
+  assert "initialized from" in p.stdout, p.stdout[-2000:]
+  assert (out / "vocab.txt").read_bytes() == (run / "vocab.txt").read_bytes()
+  assert json.loads((out / "classifier_config.json").read_text())["do_lower_case"] is True
+  # A run that was given no vocab: one line, nothing written.
+  bare = tmp_path / "bare"
+  shutil.copytree(run, bare)
+  os.remove(bare / "vocab.txt")
+  line = one_error_line(run_tool(fine + ["--init_checkpoint=" + str(bare),
+                                         "--output_dir=" + str(tmp_path / "cls2")],
+                                 check=False))
+  assert "--vocab_file is required" in line and "carries its vocab.txt" in line, line
+  assert not os.path.exists(tmp_path / "cls2")
+
+
+def test_a_cased_run_passes_its_casing_on(tmp_path):
+  """The casing travels: a cased vocab (upper-case word pieces) records
+  ``do_lower_case`` False; fine-tuning from that run takes it over the
+  flag's default and refuses ``--do_lower_case=False`` for an uncased run;
+  ``from_preset`` reads it too."""
+  import types  # pylint: disable=g-import-not-at-top
+  from bert_tf import errors  # pylint: disable=g-import-not-at-top
+  from bert_tf.modeling import presets  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import classification, pretraining  # pylint: disable=g-import-not-at-top
+  with open(VOCAB, encoding="utf-8") as f:
+    words = f.read().splitlines()
+  cased = tmp_path / "cased_vocab.txt"
+  cased.write_text("\n".join(words[:-200] + ["Cased%d" % i for i in range(200)]) + "\n",
+                   encoding="utf-8")
+  got = pretraining.tokenizer_settings(types.SimpleNamespace(
+      input_file=str(tmp_path / "x.tfrecord"), vocab_file=str(cased), max_seq_length=32))
+  assert got["do_lower_case"] is False and "has upper-case" in got["casing_from"], got
+  run = tmp_path / "run"
+  run.mkdir()
+  (run / "bert_config.json").write_text(tiny().to_json_string())
+  (run / "ckpt-4.index").write_text("")
+  (run / "checkpoint").write_text('model_checkpoint_path: "ckpt-4"\n')
+  (run / "vocab.txt").write_bytes(cased.read_bytes())
+  (run / "pretraining_config.json").write_text(json.dumps(got))
+
+  def params(lower):
+    return types.SimpleNamespace(init_checkpoint=str(run / "ckpt-4"), bert_config_file=None,
+                                 vocab_file=None, do_lower_case=lower)
+  p = params(True)  # the flag's default
+  _, vocab = classification.resolve_config_and_vocab(p)
+  assert vocab == str(run / "vocab.txt") and p.do_lower_case is False
+  assert presets.get_preset_loader(str(run)).do_lower_case() is False
+  (run / "pretraining_config.json").write_text(json.dumps(dict(got, do_lower_case=True)))
+  with pytest.raises(errors.ParamsError, match="do_lower_case=False, but .* was trained "
+                     "on lower-cased text"):
+    classification.resolve_config_and_vocab(params(False))

@@ -68,7 +68,11 @@ def model_config():
 
 
 def find_vocab_file(config_file):
-  """``--vocab_file``, else a ``vocab.txt`` beside the config or init checkpoint."""
+  """``--vocab_file``, else a ``vocab.txt`` beside the config or init
+  checkpoint, else the vocab a data manifest given as ``--input_file``
+  records (``--runner=beam``'s ``<output_file>.json``). The run directory
+  keeps a copy (``vocab.txt``, with its casing), for fine-tuning with
+  ``--init_checkpoint=RUN``."""
   if FLAGS.vocab_file:
     if not os.path.exists(FLAGS.vocab_file):
       raise ValueError("--vocab_file: %r does not exist" % FLAGS.vocab_file)
@@ -80,6 +84,10 @@ def find_vocab_file(config_file):
   for d in places:
     if os.path.exists(os.path.join(d, "vocab.txt")):
       return os.path.join(d, "vocab.txt")
+  for pattern in FLAGS.input_file.split(","):
+    recorded = (documents.manifest_flags(pattern.strip()) or {}).get("vocab_file")
+    if recorded and os.path.exists(recorded):
+      return recorded
   return None
 
 

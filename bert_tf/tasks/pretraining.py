@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import json
 import os
+import shutil
 from typing import Optional, Tuple
 
 import tensorflow as tf
@@ -35,8 +37,10 @@ import tensorflow as tf
 from bert_tf import checkpoints
 from bert_tf import config as config_lib
 from bert_tf import errors
+from bert_tf import io_utils
 from bert_tf import optimization
 from bert_tf import precision
+from bert_tf import run_dir
 from bert_tf import tokenization
 from bert_tf.data.pretraining import documents
 from bert_tf.data.pretraining import input as pretraining_input
@@ -70,7 +74,7 @@ class PretrainingParams:
   nsp: bool = field(True, "Train the next-sentence head (False: the paper's No-NSP ablation).")
   seed: int = field(12345, "Shuffle, dropout and initialization seed.")
   stop_at_step: Optional[int] = field(None, "Stop (with a checkpoint) at this step; a rerun resumes to --num_train_steps.")
-  vocab_file: Optional[str] = field(None, "Vocab of the model; default: vocab.txt beside --bert_config_file or --init_checkpoint. Checked against vocab_size.")
+  vocab_file: Optional[str] = field(None, "Vocab of the model (the one the records were made with); default: vocab.txt beside --bert_config_file or --init_checkpoint, else the one an --input_file manifest records. Checked against vocab_size; copied into --output_dir with its casing, so fine-tuning with --init_checkpoint=OUTPUT_DIR needs no --vocab_file.")
   num_accumulation_steps: int = field(1, "Split each replica's batch into this many micro-batches; one update from their summed gradients.")
   dtype: str = field("float32", "Compute dtype policy (mixed_float16 adds dynamic loss scaling; auto: mixed_bfloat16 where the CPU has bf16 units (avx512_bf16/amx_bf16) or on a TPU, else float32).", choices=DTYPES)
   jit_compile: bool = field(False, "XLA-compile the forward and backward pass.")
@@ -83,6 +87,40 @@ class PretrainingParams:
 
 
 build_pretrainer = models.build_pretrainer
+
+
+def tokenizer_settings(params: PretrainingParams) -> dict:
+  """How the records' text was tokenized, as a pretraining run records it.
+
+  The records hold ids only; the casing comes from the data tool's manifest
+  (``--input_file`` naming a ``<output_file>.json`` of the same vocab:
+  its ``do_lower_case`` and ``preserve_unused_tokens``), else from the vocab
+  itself (cased when it holds upper-case word pieces:
+  :func:`bert_tf.tokenization.vocab_looks_cased`, the check fine-tuning
+  warns with).
+
+  Args:
+    params: with ``vocab_file`` set.
+
+  Returns:
+    ``{"do_lower_case": bool, "casing_from": str, "max_seq_length": int}``
+    and ``preserve_unused_tokens`` when the manifest records it.
+  """
+  out = {"max_seq_length": params.max_seq_length}
+  for pattern in params.input_file.split(","):
+    flags = documents.manifest_flags(pattern.strip()) or {}
+    theirs = flags.get("vocab_file")
+    if (flags.get("do_lower_case") is not None and theirs and os.path.exists(theirs)
+        and os.path.samefile(theirs, params.vocab_file)):
+      out.update(do_lower_case=bool(flags["do_lower_case"]),
+                 casing_from="the data manifest %s" % pattern.strip())
+      if flags.get("preserve_unused_tokens") is not None:
+        out["preserve_unused_tokens"] = bool(flags["preserve_unused_tokens"])
+      return out
+  cased = tokenization.vocab_looks_cased(tokenization.load_vocab(params.vocab_file))
+  out.update(do_lower_case=not cased,
+             casing_from="the vocab (%s upper-case word pieces)" % ("has" if cased else "no"))
+  return out
 
 
 def loss_normalizers(features):
@@ -328,14 +366,21 @@ class PretrainingTask(base.Task):
   throughput_name = "sequences_per_second"
   resumable_input = True
   normalized_loss = True
-  run_files = ("bert_config.json",)
-
   def __init__(self, config: config_lib.BertConfig, params: PretrainingParams):
     self.config = config
     self.params = params
     self.train_batch_size = params.train_batch_size
     self._files = None
     self._baseline = None
+
+  @property
+  def run_files(self) -> tuple:
+    """``bert_config.json``; with a known vocab also ``vocab.txt`` and
+    ``pretraining_config.json`` (its casing), so that fine-tuning with
+    ``--init_checkpoint=RUN`` needs no ``--vocab_file``."""
+    if self.params.vocab_file:
+      return (run_dir.BERT_CONFIG, run_dir.VOCAB, run_dir.PRETRAINING_CONFIG)
+    return (run_dir.BERT_CONFIG,)
 
   def check_inputs(self) -> None:
     self._files = check_inputs(self.config, self.params)
@@ -354,7 +399,21 @@ class PretrainingTask(base.Task):
     return None
 
   def write_run_files(self, output_dir: str) -> None:
-    self.config.to_json_file(os.path.join(output_dir, "bert_config.json"))
+    """``bert_config.json``; with ``vocab_file``, a copy as ``vocab.txt`` and
+    :func:`tokenizer_settings` as ``pretraining_config.json`` (each written
+    whole under a temporary name, then renamed)."""
+    self.config.to_json_file(os.path.join(output_dir, run_dir.BERT_CONFIG))
+    vocab = self.params.vocab_file
+    if not vocab:
+      return
+    dst = os.path.join(output_dir, run_dir.VOCAB)
+    if not (os.path.exists(dst) and os.path.samefile(vocab, dst)):
+      tmp = dst + ".tmp"
+      shutil.copyfile(vocab, tmp)
+      os.replace(tmp, dst)
+    io_utils.atomic_write_text(
+        os.path.join(output_dir, run_dir.PRETRAINING_CONFIG),
+        json.dumps(tokenizer_settings(self.params), indent=2, sort_keys=True) + "\n")
 
   def train_dataset(self, batch_size, input_context):
     return _dataset(self.params, batch_size, True, input_context)

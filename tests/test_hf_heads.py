@@ -39,6 +39,7 @@ transformers = pytest.importorskip("transformers")
 
 H5_DIR = os.path.join(ROOT, "tests", "data", "hf_tf_model_h5")
 ATOL = 1e-5
+GENRES = ["action", "comedy", "drama", "horror"]
 
 
 def _movie_sentences(n=6):
@@ -105,7 +106,8 @@ def hf(minilm_dir, cropped_minilm_dir, tmp_path_factory):
   cropped = cropped_minilm_dir
   cls = transformers.BertForSequenceClassification
   dirs["multi_model"] = save("multi", _far_head(cls.from_pretrained(
-      cropped, num_labels=4, problem_type="multi_label_classification"), ("classifier",), 2))
+      cropped, id2label=dict(enumerate(GENRES)), problem_type="multi_label_classification"),
+      ("classifier",), 2))
   dirs["reg_model"] = save("reg", _far_head(cls.from_pretrained(cropped, num_labels=1),
                                             ("classifier",), 3))
   _, tags = _tweets()
@@ -140,13 +142,7 @@ def test_a_transformers5_sequence_classifier_loads_with_labels_and_tokenizer(hf)
   assert np.abs(want).max() > 0.5  # a head far from its init
   names = [hf["seq_model"].config.id2label[int(i)] for i in want.argmax(-1)]
   assert model.predict_labels(texts, verbose=0) == names
-  # The names travel in the config and the .keras file (issue 63 item 7).
   assert model.get_config()["id2label"] == {"0": "negative", "1": "mixed", "2": "positive"}
-  path = str(hf["root"] / "seq.keras")
-  model.save(path)
-  again = models.BertClassifier.from_preset(path, preprocessor=True)
-  assert again.label_names == model.label_names and again.problem_type == model.problem_type
-  np.testing.assert_allclose(again.predict(texts, verbose=0), want, atol=ATOL)
 
 
 def test_multi_label_and_regression_by_problem_type(hf):
@@ -159,14 +155,18 @@ def test_multi_label_and_regression_by_problem_type(hf):
       want = hf[name + "_model"](**{k: torch.tensor(v) for k, v in enc.items()}).logits.numpy()
     np.testing.assert_allclose(model(_ours(enc)), want, atol=ATOL, err_msg=name)
   multi = models.BertClassifier.from_preset(hf["multi"], preprocessor=True)
-  probs = 1 / (1 + np.exp(-want_multi(hf, enc)))
-  assert multi.predict_labels(texts, verbose=0) == [
-      ["LABEL_%d" % j for j in np.flatnonzero(p >= 0.5)] for p in probs]
-
-
-def want_multi(hf, enc):
   with torch.no_grad():
-    return hf["multi_model"](**{k: torch.tensor(v) for k, v in enc.items()}).logits.numpy()
+    logits = hf["multi_model"](**{k: torch.tensor(v) for k, v in enc.items()}).logits.numpy()
+  want = [[GENRES[j] for j in np.flatnonzero(p >= 0.5)] for p in 1 / (1 + np.exp(-logits))]
+  assert multi.predict_labels(texts, verbose=0) == want
+  assert {len(w) for w in want} != {0} and {len(w) for w in want} != {4}
+  # The names travel in the config and the .keras file (issue 63 item 7).
+  assert multi.get_config()["id2label"] == {str(i): g for i, g in enumerate(GENRES)}
+  path = str(hf["root"] / "multi.keras")
+  multi.save(path)
+  again = models.BertClassifier.from_preset(path, preprocessor=True)
+  assert (again.label_names, again.problem_type) == (GENRES, "multi_label_classification")
+  assert again.predict_labels(texts, verbose=0) == want
 
 
 def test_token_classifier_with_tag_names(hf):

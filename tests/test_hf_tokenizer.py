@@ -4,8 +4,8 @@ transformers 5's ``save_pretrained`` writes ``tokenizer.json`` and
 ``tokenizer_config.json`` and no ``vocab.txt``: the preprocessor is built from
 ``tokenizer.json``'s WordPiece vocab and ``BertNormalizer`` settings. Its ids
 equal transformers' own tokenizer's on the project's tokenizer test corpus
-(tests/test_tokenization.py: the bundled Austen slice, or the whole novels
-where ../shared/data has them, and every text of the bundled task slices),
+(tests/test_tokenization.py: the bundled Austen slice and every text of the
+bundled task slices),
 for an uncased tokenizer (all-MiniLM-L6-v2's) and a cased one (the same vocab,
 ``do_lower_case=False``, as transformers writes a cased BERT's). A tokenizer
 that is not BERT WordPiece is refused in one line.
@@ -22,7 +22,8 @@ import tensorflow as tf
 from bert_tf import errors
 from bert_tf import huggingface
 from bert_tf.modeling import presets
-from test_tokenization import austen_lines, task_texts
+from conftest import AUSTEN_SLICE
+from test_tokenization import _lines, task_texts
 
 transformers = pytest.importorskip("transformers")
 
@@ -33,7 +34,7 @@ HF_MAX_WORD = 100
 
 @pytest.fixture(scope="module")
 def corpus():
-  return austen_lines() + task_texts()
+  return _lines(AUSTEN_SLICE) + task_texts()
 
 
 @pytest.fixture(scope="module")

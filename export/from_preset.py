@@ -1,0 +1,136 @@
+"""A preset as an export's run: serve a fine-tuned model without retraining.
+
+:func:`load_preset` reads any ``from_preset`` source (a Hugging Face
+directory or ``hf://ORG/NAME[@REVISION]`` in the local cache, an original
+``bert_model.ckpt`` / fine-tuned ``model.ckpt-N``, one of our run
+directories, a ``.keras`` file) into the :class:`bert_tf.export.fine_tuned.RunDir`
+that :func:`bert_tf.export.fine_tuned.export_run` writes, so the export of
+a Hub model is the same export as that of a model fine-tuned here: the
+tokenizer inside, labels by name.
+
+The task comes from the preset: a Hugging Face ``config.json``'s
+``architectures`` (``BertForSequenceClassification`` -> ``classifier``,
+``BertForTokenClassification`` -> ``ner``, ``BertForQuestionAnswering`` ->
+``squad``, ``BertForMultipleChoice`` -> ``swag``, ``BertModel`` /
+``BertForPreTraining`` / ``BertForMaskedLM`` -> the encoder), a ``.keras``
+file's model class, a run's own settings file; else ``task`` names it.
+"""
+
+import os
+from typing import Optional
+
+from bert_tf import errors
+from bert_tf import huggingface
+from bert_tf import run_dir
+from bert_tf.export import fine_tuned
+from bert_tf.modeling import encoder as encoder_lib
+from bert_tf.modeling import models
+from bert_tf.modeling import multiple_choice
+from bert_tf.modeling import presets
+from bert_tf.modeling import tagging
+
+# --task names -> the run kinds of bert_tf.export.fine_tuned.
+TASKS = {"classifier": "classifier", "squad": "squad", "ner": "ner", "swag": "swag",
+         "encoder": fine_tuned.PRETRAINING}
+_KERAS_KINDS = {"BertClassifier": "classifier", "BertQuestionAnswerer": "squad",
+                "BertTokenClassifier": "ner", "BertMultipleChoice": "swag",
+                "BertPretrainer": fine_tuned.PRETRAINING, "BertEncoder": fine_tuned.PRETRAINING}
+# The original run_squad.py's --max_seq_length default.
+SQUAD_SEQ = 384
+
+
+def _error(message: str, argument: str = "from_preset") -> errors.FineTunedDirError:
+  return errors.FineTunedDirError(message, argument=argument)
+
+
+def preset_kind(loader: presets.PresetLoader) -> Optional[str]:
+  """The run kind of a preset (see the module docstring), or None."""
+  if isinstance(loader, presets.HuggingFaceLoader):
+    arch = loader.architecture()
+    kind = huggingface.ARCHITECTURES.get(arch, (None,))[0]
+    return fine_tuned.PRETRAINING if kind in ("encoder", "pretraining") else kind
+  if isinstance(loader, presets.KerasFileLoader):
+    return _KERAS_KINDS.get(type(loader.keras_model()).__name__)
+  kinds = run_dir.run_kinds(loader.run_dir)
+  if len(kinds) == 1:
+    return kinds[0]
+  if loader.num_labels(models.CLASSIFIER_TASK):  # an original fine-tuned classifier
+    return "classifier"
+  return fine_tuned.PRETRAINING if not kinds else None
+
+
+def _vocab_file(pre) -> str:
+  """A file path of a preprocessor's vocab (an in-memory one written out)."""
+  if pre.vocab_file:
+    return pre.vocab_file
+  return huggingface.vocab_file(huggingface.Tokenizer(
+      tuple(pre.vocab_lines()), None, pre.do_lower_case, None, "<model>"))
+
+
+def load_preset(preset: str, task: Optional[str] = None,
+                max_seq_length: Optional[int] = None, is_pair: bool = False,
+                num_choices: int = 4) -> fine_tuned.RunDir:
+  """A preset's model and tokenizer as a :class:`~bert_tf.export.fine_tuned.RunDir`.
+
+  Args:
+    preset: any ``from_preset`` source (str).
+    task: one of :data:`TASKS`, or None for the preset's own (see the
+      module docstring).
+    max_seq_length: tokens per input (3 .. ``max_position_embeddings``);
+      default the preset's (128, or 384 for SQuAD, capped at the model's).
+    is_pair: a classifier's export takes ``text_a``, ``text_b`` pairs.
+    num_choices: a multiple-choice export's choices per example.
+
+  Returns:
+    the run, model and encoder loaded (``checkpoint`` is the preset).
+
+  Raises:
+    FineTunedDirError: the task cannot be told (pass ``--task``), an
+      unknown task, a multi-label classifier (the classifier export serves
+      softmax), a token classifier without tag names.
+    CheckpointError, ConfigError, ParamsError: the preset's own (one line).
+  """
+  if task is not None and task not in TASKS:
+    raise _error("--task=%s: one of %s" % (task, ", ".join(TASKS)), argument="task")
+  loader = presets.get_preset_loader(preset)
+  kind = TASKS[task] if task else preset_kind(loader)
+  if kind is None:
+    raise _error("%s: cannot tell its task (no architectures in config.json, no run "
+                 "settings file); pass --task=%s" % (preset, "|".join(TASKS)), argument="task")
+  config = loader.config()
+  if kind == fine_tuned.PRETRAINING:
+    encoder = encoder_lib.BertEncoder.from_preset(preset)
+    vocab = loader.vocab_file()
+    seq = max_seq_length or loader.max_seq_length()
+    loader.check_max_seq_length(seq)
+    return fine_tuned.RunDir(preset, kind, config, {}, None, encoder,
+                             vocab if vocab and os.path.exists(vocab) else None,
+                             loader.do_lower_case(), loader.preserve_unused_tokens(), seq, preset)
+  if kind == "squad" and max_seq_length is None:
+    max_seq_length = min(SQUAD_SEQ, config.max_position_embeddings)
+  cls = {"classifier": models.BertClassifier, "squad": models.BertQuestionAnswerer,
+         "ner": tagging.BertTokenClassifier, "swag": multiple_choice.BertMultipleChoice}[kind]
+  model = cls.from_preset(preset, preprocessor=True, max_seq_length=max_seq_length)
+  pre = model.preprocessor.bert_preprocessor
+  name = preset.rstrip("/").rsplit("/", 1)[-1]
+  run_config = {"task_name": name, "max_seq_length": pre.max_seq_length,
+                "do_lower_case": pre.do_lower_case}
+  if kind == "classifier":
+    if model.problem_type == "multi_label_classification":
+      raise _error("%s is a multi-label classifier: the classifier export serves softmax "
+                   "probabilities and one label, which would be wrong for it" % preset)
+    regression = model.problem_type == "regression"
+    run_config.update(is_pair=bool(is_pair), is_regression=regression,
+                      labels=None if regression else (
+                          model.label_names or [str(i) for i in range(model.num_labels)]))
+  elif kind == "ner":
+    if not model.label_names:
+      raise _error("%s: the token classifier names no tags (id2label); the tagger "
+                   "export needs BIO tag names" % preset)
+    run_config["labels"] = model.label_names
+  elif kind == "swag":
+    run_config["num_choices"] = int(num_choices)
+  return fine_tuned.RunDir(preset, kind, config, run_config, model, model.encoder,
+                           _vocab_file(pre), pre.do_lower_case, pre.preserve_unused_tokens,
+                           pre.max_seq_length, preset)
+

@@ -146,13 +146,18 @@ def test_keras_models_warn_once_per_call_that_cuts(caplog):
     return [r.getMessage() for r in caplog.records if "max_seq_length=" in r.getMessage()]
 
   (line,) = warnings(lambda: model.predict(texts, batch_size=3, verbose=0))
-  assert line.startswith("BertClassifier.predict: 2 of 4 texts (50.0%) were longer than "
-                         "max_seq_length=8 tokens and were cut"), line
+  assert line.startswith("BertClassifier.predict: 2 (50.0%) of the 4 texts preprocessed "
+                         "were longer than max_seq_length=8 tokens and were cut"), line
   assert warnings(lambda: model.predict(["short", "tiny"] * 3, batch_size=2, verbose=0)) == []
   model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
   (line,) = warnings(lambda: model.fit(texts, [0, 1, 0, 1], epochs=2, batch_size=2,
                                        verbose=0))
-  assert line.startswith("BertClassifier.fit: 4 of 8 texts (50.0%)"), line
+  assert line.startswith("BertClassifier.fit: 4 (50.0%) of the 8 texts"), line
   (line,) = warnings(lambda: model.evaluate(texts[:2], [0, 1], verbose=0))
-  assert line.startswith("BertClassifier.evaluate: 1 of 2 texts (50.0%)"), line
+  assert line.startswith("BertClassifier.evaluate: 1 (50.0%) of the 2 texts"), line
   assert pre._cut_tally is None  # pylint: disable=protected-access
+  from bert_tf.modeling import multiple_choice  # pylint: disable=g-import-not-at-top
+  mc = multiple_choice.BertMultipleChoice(model.config, preprocessor=pre)
+  (line,) = warnings(lambda: mc.predict((["he opens", "she"], [["the door", "a b c d e f g"],
+                                                              ["sings", "runs"]]), verbose=0))
+  assert line.startswith("BertMultipleChoice.predict: 1 (25.0%) of the 4 choice sequences"), line

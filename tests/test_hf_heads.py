@@ -21,10 +21,12 @@ import logging
 import os
 import shutil
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf import config as config_lib
 from bert_tf import errors
 from bert_tf import huggingface
 from bert_tf.modeling import encoder as encoder_lib
@@ -169,6 +171,25 @@ def test_multi_label_and_regression_by_problem_type(hf):
   assert again.predict_labels(texts, verbose=0) == want
 
 
+def test_a_keras_file_without_optimizer_state(tmp_path):
+  """After fit, ``save(..., include_optimizer=False)`` leaves the Adam slots out."""
+  config = config_lib.BertConfig(vocab_size=2000, hidden_size=32, num_hidden_layers=1,
+                                 num_attention_heads=2, intermediate_size=32,
+                                 max_position_embeddings=16)
+  model = models.BertClassifier(config, 2, id2label=["no", "yes"])
+  x = {k: tf.ones([4, 8], tf.int32) for k in models.FEATURE_NAMES}
+  model.compile(optimizer="adam",
+                loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+  model.fit(x, np.array([0, 1, 0, 1]), epochs=1, verbose=0)
+  full, lean = str(tmp_path / "full.keras"), str(tmp_path / "lean.keras")
+  model.save(full)
+  model.save(lean, include_optimizer=False)
+  assert model.compiled and os.path.getsize(lean) < 0.5 * os.path.getsize(full)
+  again = keras.models.load_model(lean)
+  assert not again.compiled and again.label_names == ["no", "yes"]
+  np.testing.assert_array_equal(again(x), model(x))
+
+
 def test_token_classifier_with_tag_names(hf):
   texts, _ = _tweets()
   model = tagging.BertTokenClassifier.from_preset(hf["ner"])
@@ -223,12 +244,17 @@ def test_pretraining_and_masked_lm_heads(hf):
 
 
 def test_a_missing_head_is_one_warning_or_an_error(hf, minilm_dir, caplog):
-  # A BertModel (sentence-transformers' MiniLM) for a classifier: one line.
-  with caplog.at_level(logging.WARNING):
-    clf = models.BertClassifier.from_preset(minilm_dir, num_labels=2)
-  lines = [r.getMessage() for r in caplog.records if "random init" in r.getMessage()]
-  assert len(lines) == 1 and "classifier.weight, classifier.bias" in lines[0], lines
-  assert clf.label_names is None
+  # A BertModel (sentence-transformers' MiniLM) for a classifier: where
+  # fine-tuning starts, one info line; another task's model: one warning.
+  for preset, cls, level in ((minilm_dir, models.BertClassifier, logging.INFO),
+                             (hf["qa"], tagging.BertTokenClassifier, logging.WARNING)):
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+      clf = cls.from_preset(preset, num_labels=2)
+    lines = [r for r in caplog.records if "random init" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].levelno == level, [r.getMessage() for r in lines]
+    assert "classifier.weight, classifier.bias" in lines[0].getMessage()
+    assert clf.label_names is None
   caplog.clear()
   with caplog.at_level(logging.WARNING):
     models.BertPretrainer.from_preset(hf["mlm"])  # nsp=True: no cls.seq_relationship

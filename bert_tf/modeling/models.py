@@ -367,6 +367,28 @@ class TextInputsMixin:
     return super().predict(  # pylint: disable=no-member
         x, batch_size=batch_size, verbose=verbose, steps=steps, callbacks=callbacks)
 
+  def save(self, filepath, overwrite: bool = True, include_optimizer: bool = True,
+           **kwargs) -> None:
+    """Keras ``model.save``; ``include_optimizer=False`` (Keras 2's argument,
+    which Keras 3 dropped) writes the model without its optimizer, slots and
+    compile settings: for serving or sharing, a third of the size after
+    ``fit`` with Adam (all-MiniLM-L6-v2's classifier: 273 MB -> 91 MB). The
+    file loads uncompiled; ``compile`` it again to train.
+
+    Args:
+      filepath: a ``.keras`` path.
+      overwrite, **kwargs: as Keras' ``save``.
+      include_optimizer: False leaves the optimizer out.
+    """
+    if include_optimizer or not getattr(self, "compiled", False):
+      return super().save(filepath, overwrite=overwrite, **kwargs)  # pylint: disable=no-member
+    optimizer, self.optimizer = self.optimizer, None
+    self.compiled = False
+    try:
+      return super().save(filepath, overwrite=overwrite, **kwargs)  # pylint: disable=no-member
+    finally:
+      self.optimizer, self.compiled = optimizer, True
+
   def _text_config(self) -> dict:
     """``{"preprocessor": <its Keras config>}`` or ``{}``."""
     if self.preprocessor is None:

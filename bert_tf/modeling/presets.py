@@ -439,7 +439,10 @@ class HuggingFaceLoader(PresetLoader):
   from ``vocab.txt`` or ``tokenizer.json`` (:func:`bert_tf.huggingface.read_tokenizer`).
   A head the directory lacks is never initialized silently: an error when
   ``config.json``'s ``architectures`` says the directory is that task's
-  fine-tuned model, else one warning line naming the missing tensors.
+  fine-tuned model; one warning line naming the missing tensors for another
+  task's fine-tuned model (or a pretraining directory missing one of its two
+  heads); one info line for a pretrained encoder (``BertModel``,
+  ``BertForPreTraining``), where fine-tuning starts.
   """
 
   def __init__(self, preset):
@@ -567,8 +570,13 @@ class HuggingFaceLoader(PresetLoader):
       raise errors.CheckpointError(
           "from_preset(%r): config.json says %s but %s has no %s" % (
               self.name, arch, path, ", ".join(missing)), argument="preset")
-    logging.warning("from_preset(%r): %s has no %s (a %s): that head starts from a "
-                    "random init", self.name, path, ", ".join(missing), arch or "BertModel")
+    # A pretrained encoder without the head is where fine-tuning starts (the
+    # line is informational, as transformers' "newly initialized" notice);
+    # another task's fine-tuned model without it is worth a warning.
+    kind = huggingface.ARCHITECTURES.get(arch, ("encoder",))[0]
+    log = logging.info if kind in ("encoder", "pretraining") and not loaded else logging.warning
+    log("from_preset(%r): %s has no %s (a %s): that head starts from a random init",
+        self.name, path, ", ".join(missing), arch or "BertModel")
 
 
 def _checkpoint_of(preset: str) -> Optional[Tuple[str, str]]:

@@ -171,7 +171,10 @@ def local_checkpoint(init_checkpoint):
   """
   if not init_checkpoint:
     return init_checkpoint
-  return huggingface.resolve(init_checkpoint)
+  try:
+    return huggingface.resolve(init_checkpoint)
+  except CheckpointError as e:
+    raise CheckpointError(str(e), argument="init_checkpoint") from None
 
 
 def hf_vocab_file(model_dir) -> Optional[str]:
@@ -233,8 +236,8 @@ def checkpoint_config(init_checkpoint):
   Raises:
     CheckpointError / ConfigError: a config file that does not read.
   """
+  init_checkpoint = local_checkpoint(init_checkpoint)
   if is_hf_dir(init_checkpoint):
-    init_checkpoint = huggingface.resolve(init_checkpoint)
     return os.path.join(init_checkpoint, "config.json"), read_hf_config(init_checkpoint)
   d = (init_checkpoint if os.path.isdir(init_checkpoint)
        else os.path.dirname(os.path.abspath(init_checkpoint)))
@@ -558,7 +561,7 @@ def load_encoder_weights(encoder, init_checkpoint, source="--init_checkpoint"):
   Raises:
     CheckpointError: naming ``source`` and the file.
   """
-  init_checkpoint = huggingface.resolve(init_checkpoint)
+  init_checkpoint = local_checkpoint(init_checkpoint)
   if is_hf_dir(init_checkpoint):
     return "Hugging Face weights " + load_hf_weights(encoder, init_checkpoint)
   if not (os.path.exists(init_checkpoint) or
@@ -597,7 +600,7 @@ def load_pretrainer_weights(pretrainer, init_checkpoint,
     CheckpointError: unreadable checkpoint, shape mismatch, or a head only
       partly present.
   """
-  init_checkpoint = huggingface.resolve(init_checkpoint)
+  init_checkpoint = local_checkpoint(init_checkpoint)
   what = load_encoder_weights(pretrainer.encoder, init_checkpoint, source)
   heads = [(n, v) for n, v in pretrainer_variables(pretrainer) if n.startswith("cls/")]
   if is_hf_dir(init_checkpoint):
@@ -761,7 +764,7 @@ def load_task_model_weights(model, init_checkpoint, source, head_name, load_hf_h
     CheckpointError: naming ``source`` and the file.
   """
   with_head = " (with %s)" % head_name
-  init_checkpoint = huggingface.resolve(init_checkpoint)
+  init_checkpoint = local_checkpoint(init_checkpoint)
   if is_hf_dir(init_checkpoint):
     path = load_hf_weights(model.encoder, init_checkpoint, optional=hf_optional)
     head = load_hf_head(model, init_checkpoint)

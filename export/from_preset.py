@@ -92,6 +92,15 @@ def load_preset(preset: str, task: Optional[str] = None,
   """
   if task is not None and task not in TASKS:
     raise _error("--task=%s: one of %s" % (task, ", ".join(TASKS)), argument="task")
+  try:
+    return _load_preset(preset, task, max_seq_length, is_pair, num_choices)
+  except errors.BertTfError as e:
+    if getattr(e, "argument", None) != "preset":
+      raise
+    raise type(e)(str(e), argument="from_preset") from None
+
+
+def _load_preset(preset, task, max_seq_length, is_pair, num_choices):
   loader = presets.get_preset_loader(preset)
   kind = TASKS[task] if task else preset_kind(loader)
   if kind is None:

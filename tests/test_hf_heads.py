@@ -383,3 +383,26 @@ def test_bad_directories_one_line_each(hf, tmp_path):
     models.BertClassifier(presets.get_preset_loader(hf["seq"]).config(), 3, preprocessor=long)
   assert models.BertClassifier.from_preset(
       hf["seq"], preprocessor=True, max_seq_length=64).preprocessor.max_seq_length == 64
+
+
+def test_a_token_classifier_is_served_with_its_tag_names(hf, tmp_path):
+  """export_saved_model --from_preset's library path on a BertForTokenClassification."""
+  from bert_tf.export import fine_tuned  # pylint: disable=g-import-not-at-top
+  from bert_tf.export import from_preset  # pylint: disable=g-import-not-at-top
+  run = from_preset.load_preset(hf["ner"])
+  ref = hf["ner_model"].config.id2label
+  assert run.kind == "ner" and run.run_config["labels"] == [ref[i] for i in range(len(ref))]
+  path = fine_tuned.export_run(run, None, str(tmp_path / "ner"))
+  texts, _ = _tweets()
+  served = tf.saved_model.load(path).signatures["serving_default"](sentence=tf.constant(texts))
+  enc = hf["tok"]([t.split() for t in texts], is_split_into_words=True, padding=True,
+                  return_tensors="pt")
+  with torch.no_grad():
+    logits = hf["ner_model"](**enc).logits.numpy()
+  names = hf["ner_model"].config.id2label
+  for b, text in enumerate(texts):
+    word_ids = enc.word_ids(b)
+    first = [word_ids.index(w) for w in range(len(text.split()))]
+    want = [names[int(i)] for i in logits[b, first].argmax(-1)]
+    got = [t.decode() for t in served["tags"][b, :len(want)].numpy()]
+    assert got == want, (text, got, want)

@@ -170,3 +170,19 @@ def test_export_saved_model_from_preset_serves_transformers_answers(cache, tmp_p
   np.testing.assert_allclose(out["probabilities"].numpy(), probs, atol=1e-5)
   labels = [l.decode() for l in out["labels"].numpy()]
   assert labels == [cache["model"].config.id2label[int(i)] for i in probs.argmax(-1)]
+
+
+def test_tools_name_an_uncached_repo_in_one_line(tmp_path):
+  export_dir = tmp_path / "export"
+  for args, flag in (
+      (["export_saved_model.py", "--from_preset=hf://no-such-org/no-such-model",
+        "--export_dir=%s" % export_dir], "--from_preset"),
+      (["extract_features.py", "--input_file=%s" % os.path.join(MOVIE_DIR, "dev.tsv"),
+        "--output_file=%s" % (tmp_path / "out.jsonl"),
+        "--init_checkpoint=hf://no-such-org/no-such-model"], "--init_checkpoint")):
+    proc = run_tool([os.path.join(ROOT, "tools", args[0])] + args[1:], check=False)
+    lines = [l for l in proc.stderr.splitlines() if "error:" in l]
+    assert proc.returncode != 0 and len(lines) == 1, proc.stderr[-2000:]
+    assert ("%s: hf://no-such-org/no-such-model" % flag) in lines[0], lines
+    assert "hf download no-such-org/no-such-model" in lines[0]
+  assert not export_dir.exists() and not (tmp_path / "out.jsonl").exists()

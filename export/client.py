@@ -44,6 +44,7 @@ SAVED_MODEL_FILE = "saved_model.pb"
 ASSETS_EXTRA = "assets.extra"
 METADATA_FILE = "bert_tf_export.json"
 DEFAULT_SIGNATURE = "serving_default"
+TFLITE_FILE = "model.tflite"
 _VERSION_DIR = re.compile(r"\d+")
 
 
@@ -511,10 +512,148 @@ def _inputs_for_print(row: dict) -> dict:
   return {k: plain(v) for k, v in row.items()}
 
 
+def is_litert(path: str) -> bool:
+  """True for a ``.tflite`` file or a folder holding :data:`TFLITE_FILE`."""
+  return (path.endswith(".tflite") and os.path.isfile(path)) or os.path.isfile(
+      os.path.join(path, TFLITE_FILE))
+
+
+def litert_registrars() -> list:
+  """tensorflow-text's LiteRT kernel registrars (``SELECT_TFTEXT_OPS``).
+
+  Raises:
+    PredictError: tensorflow-text's ``tflite_registrar`` is missing.
+  """
+  try:
+    from tensorflow_text import tflite_registrar  # pylint: disable=g-import-not-at-top
+  except ImportError as e:
+    raise PredictError("tensorflow_text.tflite_registrar is missing (%s): the "
+                       ".tflite's tokenizer ops need it" % e) from e
+  return list(tflite_registrar.SELECT_TFTEXT_OPS)
+
+
+def litert_interpreter(tflite_path: str, num_threads: Optional[int] = None):
+  """An ``ai_edge_litert`` interpreter of ``tflite_path`` with tensorflow-text's
+  kernels (XNNPACK applied, as LiteRT does by default).
+
+  Args:
+    tflite_path: a ``.tflite`` file.
+    num_threads: CPU threads of the interpreter and XNNPACK (None: LiteRT's
+      default).
+
+  Raises:
+    PredictError: ``ai_edge_litert`` not installed, or an unreadable file.
+  """
+  try:
+    from ai_edge_litert import interpreter as litert  # pylint: disable=g-import-not-at-top
+  except ImportError as e:
+    raise PredictError("serving a .tflite needs ai-edge-litert (pip install "
+                       "ai-edge-litert): %s" % e) from e
+  try:
+    return litert.InterpreterWithCustomOps(
+        custom_op_registerers=litert_registrars(), model_path=tflite_path,
+        num_threads=num_threads)
+  except (ValueError, RuntimeError) as e:
+    raise PredictError("%s: cannot load the .tflite: %s" % (
+        tflite_path, str(e).strip().splitlines()[0][:300])) from e
+
+
+class LiteRTSignature:
+  """A ``.tflite`` signature called as a SavedModel signature is.
+
+  ``fn(**inputs)`` with numpy arrays or tensors [B, ...] returns the
+  signature's outputs as numpy arrays. The requests that the kernels do not
+  answer with a defined result are refused here, each in one line
+  (:class:`PredictError`), before the interpreter runs: an empty batch,
+  inputs of different batch sizes, a missing or unexpected input, a string
+  row that is not valid UTF-8.
+
+  Args:
+    tflite_path: the ``.tflite`` file; signature_name: its signature;
+    num_threads: as :func:`litert_interpreter`.
+  """
+
+  def __init__(self, tflite_path: str, signature_name: str = DEFAULT_SIGNATURE,
+               num_threads: Optional[int] = None):
+    self.path = tflite_path
+    self.interpreter = litert_interpreter(tflite_path, num_threads)
+    sigs = self.interpreter.get_signature_list()
+    if signature_name not in sigs:
+      raise PredictError("%s has no signature %r (signatures: %s)" % (
+          tflite_path, signature_name, ", ".join(sorted(sigs))))
+    self.name = signature_name
+    self.runner = self.interpreter.get_signature_runner(signature_name)
+    self.input_details = self.runner.get_input_details()
+
+  def specs(self) -> Dict[str, tf.TensorSpec]:
+    """input name -> ``tf.TensorSpec`` (unknown dimensions None)."""
+    out = {}
+    for name, d in self.input_details.items():
+      shape = [None if s < 0 else int(s) for s in d["shape_signature"]]
+      dtype = tf.string if d["dtype"] in (np.bytes_, np.object_, np.str_) else tf.as_dtype(
+          d["dtype"])
+      out[name] = tf.TensorSpec(shape, dtype, name=name)
+    return out
+
+  def __call__(self, **inputs) -> Dict[str, np.ndarray]:
+    if sorted(inputs) != sorted(self.input_details):
+      raise PredictError("%s takes %s, got %s" % (
+          self.name, ", ".join(sorted(self.input_details)), ", ".join(sorted(inputs))))
+    arrays, batch = {}, set()
+    for name, value in inputs.items():
+      a = np.asarray(value.numpy() if hasattr(value, "numpy") else value)
+      d = self.input_details[name]
+      want = [None if s < 0 else int(s) for s in d["shape_signature"]]
+      if a.ndim != len(want) or any(w is not None and w != n for w, n in zip(want, a.shape)):
+        raise PredictError("%s: input %s must have shape %s, got %s" % (
+            self.name, name, ["B" if w is None else w for w in want], list(a.shape)))
+      if d["dtype"] in (np.bytes_, np.object_, np.str_):
+        flat = [v.encode("utf-8") if isinstance(v, str) else bytes(v) for v in a.ravel()]
+        for i, v in enumerate(flat):
+          try:
+            v.decode("utf-8")
+          except UnicodeDecodeError as e:
+            raise PredictError("%s: input %s row %d is not valid UTF-8 (%s)" % (
+                self.name, name, i // max(1, int(np.prod(a.shape[1:]))) + 1, e)) from e
+        a = np.array(flat, dtype=object).reshape(a.shape)
+      else:
+        a = a.astype(d["dtype"])
+      batch.add(a.shape[0])
+      arrays[name] = a
+    if len(batch) > 1:
+      raise PredictError("%s: inputs %s hold different numbers of rows (%s)" % (
+          self.name, ", ".join(sorted(arrays)), ", ".join(
+              "%s=%d" % (k, v.shape[0]) for k, v in sorted(arrays.items()))))
+    if batch == {0}:
+      raise PredictError("%s: an empty batch (0 rows)" % self.name)
+    try:
+      return self.runner(**arrays)
+    except (ValueError, RuntimeError) as e:
+      raise PredictError("%s: the .tflite refused the request: %s" % (
+          self.path, str(e).strip().splitlines()[0][:300])) from e
+
+
+def resolve_litert(path: str) -> str:
+  """The ``.tflite`` file of ``path`` (a file, a folder holding
+  :data:`TFLITE_FILE`, or an export directory whose highest numeric version
+  folder holds one); None when there is none."""
+  if path.endswith(".tflite") and os.path.isfile(path):
+    return path
+  if os.path.isfile(os.path.join(path, TFLITE_FILE)):
+    return os.path.join(path, TFLITE_FILE)
+  versions = [v for v in version_numbers(path)
+              if os.path.isfile(os.path.join(path, str(v), TFLITE_FILE))]
+  saved = [v for v in version_numbers(path)
+           if os.path.exists(os.path.join(path, str(v), SAVED_MODEL_FILE))]
+  if versions and max(versions) > max(saved, default=0):
+    return os.path.join(path, str(max(versions)), TFLITE_FILE)
+  return None
+
+
 def serve(export: str, strings: Sequence[str] = (), *, input_file: Optional[str] = None,
           signature_name: str = DEFAULT_SIGNATURE, pair: bool = False,
           batch_size: int = 64, precision: int = 6,
-          with_inputs: bool = False) -> List[str]:
+          with_inputs: bool = False, num_threads: Optional[int] = None) -> List[str]:
   """The JSON lines that answer one request to ``export``.
 
   Args:
@@ -529,6 +668,13 @@ def serve(export: str, strings: Sequence[str] = (), *, input_file: Optional[str]
     batch_size: rows per signature call.
     precision: significant digits of floats (0: unrounded).
     with_inputs: add each row's inputs under ``"inputs"``.
+    num_threads: a ``.tflite``'s interpreter threads (None: LiteRT's
+      default); a SavedModel ignores it.
+
+  ``export`` may also be a LiteRT export (a ``.tflite``, a folder holding
+  ``model.tflite``, or an export directory whose newest version holds one:
+  :func:`resolve_litert`), served by ``ai_edge_litert`` with
+  tensorflow-text's kernels (:class:`LiteRTSignature`).
 
   Returns:
     one JSON object per request row (str, keys sorted, non-ASCII kept).
@@ -537,12 +683,17 @@ def serve(export: str, strings: Sequence[str] = (), *, input_file: Optional[str]
     PredictError: every bad request, export or argument combination, before
       anything is returned.
   """
-  path = resolve_export(export)
+  tflite = resolve_litert(export) if os.path.exists(export) else None
+  path = os.path.dirname(tflite) if tflite else resolve_export(export)
   strings = list(strings)
   if input_file and strings:
     raise PredictError("give the request as command-line STRINGs or as --input_file, "
                        "not both")
-  signatures = read_signatures(path)
+  if tflite:
+    names = litert_interpreter(tflite, 1).get_signature_list()
+    signatures = {n: LiteRTSignature(tflite, n, 1).specs() for n in names}
+  else:
+    signatures = read_signatures(path)
   name = signature_name
   if pair:
     if "pair" in signatures:
@@ -565,7 +716,8 @@ def serve(export: str, strings: Sequence[str] = (), *, input_file: Optional[str]
         export, expected(inputs, name)))
   rows = check_rows(raw, inputs)
   try:
-    fn = tf.saved_model.load(path).signatures[name]
+    fn = (LiteRTSignature(tflite, name, num_threads) if tflite
+          else tf.saved_model.load(path).signatures[name])
   except (OSError, ValueError, KeyError, tf.errors.OpError) as e:
     raise PredictError("%s: cannot load the SavedModel: %s" % (path, _tf_message(e))) from e
   results = predict(fn, inputs, rows, batch_size, precision)

@@ -11,6 +11,11 @@ Serving does). Every export of bert_tf works: classifier (``text``, or
 [B, N]), the feature-extraction encoder (``text_a``; ``--pair``: ``text_a``
 + ``text_b``), the preprocessor and the id-level encoder.
 
+EXPORT may also be a LiteRT export (``export_saved_model.py --format=litert``):
+a ``model.tflite``, its version folder or the export directory; it is served
+by ``ai_edge_litert`` with tensorflow-text's kernels, the same inputs and
+rows (``--num_threads`` sets the interpreter's threads).
+
 The request comes from the command line or from ``--input_file``:
 
 * Command-line STRINGs fill the signature's inputs row by row, in the
@@ -80,6 +85,8 @@ flags.DEFINE_integer("batch_size", 64, "Rows per signature call.", lower_bound=1
 flags.DEFINE_integer("precision", 6, "Significant digits of printed floats (0: "
                      "every digit of the float32 value).", lower_bound=0)
 flags.DEFINE_bool("with_inputs", False, "Also print each row's inputs under \"inputs\".")
+flags.DEFINE_integer("num_threads", None, "A .tflite export's interpreter (and "
+                     "XNNPACK) threads; default LiteRT's.", lower_bound=1)
 flags.DEFINE_string("output_file", None, "Write the JSON lines here (atomically) "
                     "instead of standard output.")
 
@@ -118,7 +125,7 @@ def serve(argv: Sequence[str]) -> List[str]:
   return client.serve(argv[1], argv[2:], input_file=FLAGS.input_file,
                       signature_name=FLAGS.signature_name, pair=FLAGS.pair,
                       batch_size=FLAGS.batch_size, precision=FLAGS.precision,
-                      with_inputs=FLAGS.with_inputs)
+                      with_inputs=FLAGS.with_inputs, num_threads=FLAGS.num_threads)
 
 
 def main(argv):

@@ -123,8 +123,12 @@ def resolve(preset) -> str:
     return preset
   repo, revision = parse_repo(preset)
   cache = cache_dir()
-  import huggingface_hub  # pylint: disable=g-import-not-at-top
-  from huggingface_hub import errors as hub_errors  # pylint: disable=g-import-not-at-top
+  try:
+    import huggingface_hub  # pylint: disable=g-import-not-at-top
+    from huggingface_hub import errors as hub_errors  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    raise _error("%s: hf:// names are read from the Hugging Face cache through "
+                 "huggingface_hub: pip install huggingface-hub" % preset) from None
   try:
     path = huggingface_hub.snapshot_download(
         repo, revision=revision, cache_dir=cache, local_files_only=True)

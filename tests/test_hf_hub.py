@@ -186,3 +186,44 @@ def test_tools_name_an_uncached_repo_in_one_line(tmp_path):
     assert ("%s: hf://no-such-org/no-such-model" % flag) in lines[0], lines
     assert "hf download no-such-org/no-such-model" in lines[0]
   assert not export_dir.exists() and not (tmp_path / "out.jsonl").exists()
+
+
+def test_export_from_an_original_fine_tuned_checkpoint_and_a_keras_file(tmp_path):
+  """``--from_preset``'s other sources: a TF1 ``model.ckpt-N`` and a ``.keras`` file."""
+  from bert_tf import config as config_lib  # pylint: disable=g-import-not-at-top
+  from bert_tf import preprocessing  # pylint: disable=g-import-not-at-top
+  from bert_tf.export import fine_tuned  # pylint: disable=g-import-not-at-top
+  from bert_tf.export import from_preset  # pylint: disable=g-import-not-at-top
+  words = sorted({w.strip(".,;:!?'\"()").lower() for s in _sentences() for w in s.split()} - {""})
+  vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words
+  config = config_lib.BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2,
+                                 num_attention_heads=4, intermediate_size=48,
+                                 max_position_embeddings=64)
+  rng = np.random.RandomState(0)
+  model = models.build_classifier(config, 3)
+  for w in model.weights:
+    w.assign(rng.normal(0, 0.2, w.shape).astype(np.float32))
+  ft = tmp_path / "ft"
+  ft.mkdir()
+  config.to_json_file(str(ft / "bert_config.json"))
+  (ft / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+  checkpoints.save_tf1_checkpoint(checkpoints.encoder_variables(model.encoder) + [
+      ("output_weights", model.classifier.output_weights),
+      ("output_bias", model.classifier.output_bias)], str(ft / "model.ckpt-7"))
+  pre = preprocessing.BertPreprocessor(str(ft / "vocab.txt"), True, 64)
+  texts = _sentences()
+  want = tf.nn.softmax(model(pre(tf.constant(texts))), -1).numpy()
+  named = models.BertClassifier(config, 3, preprocessor=pre, id2label=["bad", "meh", "good"])
+  for dst, src in zip(named.weights, model.weights):
+    dst.assign(src)
+  named.save(str(tmp_path / "clf.keras"))
+  for preset, labels in ((str(ft / "model.ckpt-7"), ["0", "1", "2"]),
+                         (str(tmp_path / "clf.keras"), ["bad", "meh", "good"])):
+    run = from_preset.load_preset(preset, max_seq_length=64)
+    assert run.kind == "classifier" and run.run_config["labels"] == labels, preset
+    path = fine_tuned.export_run(run, None, str(tmp_path / ("export_" + os.path.basename(preset))))
+    out = tf.saved_model.load(path).signatures["serving_default"](text=tf.constant(texts))
+    np.testing.assert_allclose(out["probabilities"].numpy(), want, atol=1e-5, err_msg=preset)
+    assert [l.decode() for l in out["labels"].numpy()] == [labels[i] for i in want.argmax(-1)]
+  with pytest.raises(errors.FineTunedDirError, match="--task=nope: one of"):
+    from_preset.load_preset(str(ft / "model.ckpt-7"), task="nope")

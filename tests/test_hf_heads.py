@@ -188,6 +188,16 @@ def test_a_keras_file_without_optimizer_state(tmp_path):
   again = keras.models.load_model(lean)
   assert not again.compiled and again.label_names == ["no", "yes"]
   np.testing.assert_array_equal(again(x), model(x))
+  # A fine-tuned run's labels become the names too (classifier_config.json).
+  run = tmp_path / "run"
+  run.mkdir()
+  config.to_json_file(str(run / "bert_config.json"))
+  (run / "classifier_config.json").write_text(json.dumps(
+      {"labels": ["neg", "pos"], "is_regression": False}))
+  tf.train.Checkpoint(model=model, encoder=model.encoder).save(str(run / "ckpt"))
+  tuned = models.BertClassifier.from_preset(str(run))
+  assert tuned.label_names == ["neg", "pos"]
+  np.testing.assert_array_equal(tuned(x), model(x))
 
 
 def test_token_classifier_with_tag_names(hf):

@@ -123,6 +123,17 @@ def test_an_uncached_repo_is_one_line(cache):
     presets.get_preset_loader("hf://a b")
 
 
+def test_a_cached_repo_without_weights_is_one_line(tmp_path, monkeypatch):
+  files = tmp_path / "files"
+  files.mkdir()
+  (files / "config.json").write_text(json.dumps({"model_type": "bert"}))
+  write_cache(str(tmp_path / "hub"), "bert-tf-tests/config-only", COMMIT, str(files))
+  monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+  with pytest.raises(errors.CheckpointError, match="hf://bert-tf-tests/config-only: the "
+                     "cached snapshot .* holds no Hugging Face BERT model"):
+    models.BertClassifier.from_preset("hf://bert-tf-tests/config-only")
+
+
 def test_init_checkpoint_takes_hf_names(cache, tmp_path):
   """The library's --init_checkpoint path: config, vocab and weights."""
   name = "hf://" + REPO

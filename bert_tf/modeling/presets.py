@@ -749,7 +749,13 @@ def get_preset_loader(preset) -> PresetLoader:
   """
   preset = os.fspath(preset)
   if preset.startswith(huggingface.SCHEME):
-    huggingface.resolve(preset)  # an uncached repo: its one line
+    snapshot = huggingface.resolve(preset)  # an uncached repo: its one line
+    if not HuggingFaceLoader.can_load(snapshot):
+      raise errors.CheckpointError(
+          "from_preset: %s: the cached snapshot %s holds no Hugging Face BERT model "
+          "(config.json and one of %s)" % (preset, snapshot,
+                                           ", ".join(huggingface.WEIGHT_FILES)),
+          argument="preset")
   for loader in LOADERS:
     if loader.can_load(preset):
       return loader(preset)

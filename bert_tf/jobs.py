@@ -132,11 +132,12 @@ def run_classifier(params: classification.ClassifierParams, strategy,
   """
   task = task or classification.ClassificationTask(
       params, do_train=do_train, do_eval=do_eval, do_predict=do_predict)
+  task.check_inputs()  # batch sizes against the rows, before any line or file
   if do_train:
     print_fn("fine-tuning %s: %d examples, %d steps (batch %d, %.3g epochs)" % (
         task.name, len(task.train), task.num_train_steps, params.train_batch_size,
         params.num_train_epochs))
-  for line in task.untold_length_lines():
+  for line in task.untold_data_lines():  # lengths cut per split, batches
     print_fn(line)
   export_fn = _export_fn(exporter, params)
   return runner.Runner(runner.RunnerParams.from_params(params), print_fn).run(
@@ -187,6 +188,7 @@ def run_squad(params: squad.SquadParams, strategy,
   """
   task = task or squad.QuestionAnsweringTask(params, do_train=params.do_train,
                                              do_predict=params.do_predict)
+  task.check_inputs()
   if params.do_train:
     print_fn("fine-tuning on %s: %d questions, %d features, %d steps (batch %d, "
              "%.3g epochs)" % (params.train_file, len(task.train_examples),
@@ -197,6 +199,8 @@ def run_squad(params: squad.SquadParams, strategy,
     print_fn("predicting %s: %d questions, %d features%s" % (
         params.predict_file, len(task.predict_examples), len(task.predict_features),
         "" if task.has_answers else " (no answers: no metrics)"))
+  for line in task.untold_data_lines():
+    print_fn(line)
   export_fn = _export_fn(exporter, params)
   results = runner.Runner(runner.RunnerParams.from_params(params), print_fn).run(
       task, strategy, do_train=params.do_train,
@@ -246,6 +250,7 @@ def run_swag(params: swag.SwagParams, strategy,
     line, before any file is written.
   """
   task = task or swag.MultipleChoiceTask(params)
+  task.check_inputs()
   if params.do_train:
     print_fn("fine-tuning on %s: %d examples of %d choices, %d steps (batch %d, "
              "%.3g epochs)" % (swag.data_path(params, "train_file"), len(task.train),
@@ -291,6 +296,7 @@ def run_ner(params: tagging.NerParams, strategy,
     line, before any file is written.
   """
   task = task or tagging.TokenTaggingTask(params)
+  task.check_inputs()
   if params.do_train:
     print_fn("fine-tuning on %s: %d sentences, %d windows, %d labels, %d steps "
              "(batch %d, %.3g epochs)" % (
@@ -304,7 +310,10 @@ def run_ner(params: tagging.NerParams, strategy,
 def _run_file_task(task, params, strategy, print_fn, exporter) -> dict:
   """The runner over a task with ``train``/``dev``/``test`` file splits
   (multiple choice, tagging): evaluates when a dev file was read, predicts
-  when a test file was, exports through ``exporter`` (:func:`_export_fn`)."""
+  when a test file was, exports through ``exporter`` (:func:`_export_fn`);
+  first the task's data lines (lengths cut per file, batch sizes)."""
+  for line in task.untold_data_lines():
+    print_fn(line)
   export_fn = _export_fn(exporter, params)
   return runner.Runner(runner.RunnerParams.from_params(params), print_fn).run(
       task, strategy, do_train=params.do_train, do_eval=bool(task.dev),

@@ -477,7 +477,8 @@ def warmup_inputs(what: str, is_pair: bool = False, num_choices: int = 4,
 
 
 def write_litert(run, what: str, export_dir: str, version: Optional[int] = None,
-                 xla: bool = False, dtype: str = "float32", quantize: str = "none") -> str:
+                 xla: bool = False, dtype: str = "float32", quantize: str = "none",
+                 preprocessor=None) -> str:
   """The ``litert`` entry of :data:`bert_tf.export.fine_tuned.FORMATS`.
 
   Args:
@@ -486,6 +487,8 @@ def write_litert(run, what: str, export_dir: str, version: Optional[int] = None,
     export_dir, version: as ``export_run``.
     xla, dtype: must be False / ``float32`` (a SavedModel-only choice).
     quantize: one of :data:`QUANTIZE`.
+    preprocessor: the run's :class:`BertPreprocessor`
+      (``fine_tuned.run_preprocessor``; None for ``encoder``).
 
   Returns:
     the version directory holding ``model.tflite``.
@@ -494,14 +497,13 @@ def write_litert(run, what: str, export_dir: str, version: Optional[int] = None,
     LiteRTExportError: ``xla``, ``dtype``, ``what`` or ``quantize`` that the
       format cannot honour (before any work); the converter's refusal.
   """
-  from bert_tf.export import fine_tuned  # pylint: disable=g-import-not-at-top
   check_options(what, quantize)
   if xla or dtype != "float32":
     raise LiteRTExportError("--format=litert: --xla / --serving_dtype are SavedModel "
                             "options; use --quantize=dynamic_int8|float16",
                             argument="format")
   cfg = run.run_config
-  pre = None if what == "encoder" else fine_tuned.run_preprocessor(run)
+  pre = None if what == "encoder" else preprocessor
   kwargs = dict(quantize=quantize, task_name=run.task_name, config=run.config,
                 max_seq_length=run.max_seq_length)
   if what == "classifier":

@@ -15,6 +15,8 @@ questions and contexts, wikiHow choices). Three sources:
 * models built here (a named classifier with an uncased tokenizer, an
   unnamed token classifier with a cased one) and the same model's ``.keras``
   file;
+* an original ``bert_model.ckpt`` directory (heads under ``cls/``), as
+  ``BertForPreTraining`` and, by ``task``, ``BertModel``;
 * a run directory of ``tools/run_ner.py``, through the tool, with the bad
   input of the issue (an output directory that is not empty, an input that is
   no model): one line each, nothing written.
@@ -376,3 +378,31 @@ def test_tool_writes_a_run_directory_and_refuses_bad_input(tmp_path):
   assert {f: (out / f).read_bytes() for f in FILES} == before
   assert not (tmp_path / "new").exists()
   assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]  # no temporary left
+
+
+def test_original_checkpoint_writes_its_heads_and_task_picks_the_class(hf):
+  """An original ``bert_model.ckpt`` directory (google-research/bert's
+  release layout: the pretraining heads under ``cls/``) becomes a
+  ``BertForPreTraining`` with transformers' tensors byte for byte;
+  ``task="encoder"`` writes its ``BertModel``."""
+  from bert_tf import checkpoints  # pylint: disable=g-import-not-at-top
+  model, pre = convert.load_preset_model(hf["pt"])
+  tf1 = hf["root"] / "original"
+  os.makedirs(tf1)
+  checkpoints.save_tf1_checkpoint(checkpoints.pretrainer_variables(model),
+                                  str(tf1 / "bert_model.ckpt"))
+  model.config.to_json_file(str(tf1 / "bert_config.json"))
+  (tf1 / "vocab.txt").write_text("".join(t + "\n" for t in pre.vocab_lines()), encoding="utf-8")
+  line = convert.to_transformers(str(tf1), str(hf["root"] / "original_hf"))
+  assert line.startswith("BertForPreTraining (78 tensors, tokenizer)"), line
+  theirs, _ = _tensors(hf["pt"])
+  ours, _ = _tensors(str(hf["root"] / "original_hf"))
+  assert sorted(ours) == sorted(theirs)
+  assert all(ours[k].tobytes() == v.tobytes() for k, v in theirs.items())
+  line = convert.to_transformers(str(tf1), str(hf["root"] / "original_enc"), task="encoder")
+  assert line.startswith("BertModel (71 tensors, tokenizer)"), line
+  enc, _ = _tensors(str(hf["root"] / "original_enc"))
+  assert sorted(enc) == sorted(k[len("bert."):] for k in theirs if k.startswith("bert."))
+  with pytest.raises(errors.CheckpointError, match="no masked-LM head"):
+    convert.to_transformers(hf["seq"], str(hf["root"] / "x"), task="pretraining")
+  assert not (hf["root"] / "x").exists()

@@ -43,9 +43,13 @@ the SavedModel, listed in :data:`TOKEN_DIFFERENCES` and warned at export:
   8 of 4,535 corpus lines uncased, 0 cased, besides the control characters).
 
 Task outputs that the LiteRT runtime cannot compute are reduced: NER
-answers per word piece of the first window (``tag_ids`` / ``tags`` /
-``logits`` [B, S, L], ``input_mask``), not the SavedModel's per-word tags
-and entity spans; SQuAD is refused (its doc-stride windows and span choice
+answers per whitespace word (``WhitespaceTokenizer``, a LiteRT kernel) with
+``tags`` string [B, W] ("" as padding), ``tag_ids`` int32 [B, W] (-1),
+``num_words`` int32 [B] and ``truncated`` bool [B] from the first window of
+``max_seq_length`` pieces (words past it get ``O``, as the SavedModel's
+words past ``max_windows``), plus the per-piece ``logits`` [B, S, L]; no
+doc-stride windows, no ``words`` strings (LiteRT's ``RaggedTensorToTensor``
+has no string kernel), no entity spans or character offsets; SQuAD is refused (its doc-stride windows and span choice
 are ragged and string ops that have no LiteRT kernel), before any work.
 
 Source: tensorflow-text's LiteRT guide (``FastBertTokenizer`` in TFLite,
@@ -127,16 +131,21 @@ def dense_features(preprocessor, tokenizer, texts: Sequence[tf.Tensor]) -> Dict[
     the ids of :meth:`BertPreprocessor.__call__` for every text the two
     tokenizers agree on (round-robin trimming, zero padding).
   """
+  return pack_segments(preprocessor, [tokenizer.tokenize(t) for t in texts])
+
+
+def pack_segments(preprocessor, segments: Sequence[tf.RaggedTensor]) -> Dict[str, tf.Tensor]:
+  """:func:`dense_features` of one or two int ragged id batches [B, (T)]."""
   import tensorflow_text as text  # pylint: disable=g-import-not-at-top
   seq = preprocessor.max_seq_length
-  segments = [tokenizer.tokenize(t) for t in texts]
-  if len(segments) == 2:
+  n = len(segments)
+  if n == 2:
     # RoundRobinTrim's LiteRT kernel crashes the process on batches of
     # different sizes; PACK (its input here) refuses them with an error.
     splits = tf.stack([segments[0].row_splits, segments[1].row_splits])
     segments = [tf.RaggedTensor.from_row_splits(seg.values, splits[k], validate=False)
                 for k, seg in enumerate(segments)]
-  segments = text.RoundRobinTrimmer(max_seq_length=seq - len(texts) - 1).trim(segments)
+  segments = text.RoundRobinTrimmer(max_seq_length=seq - n - 1).trim(segments)
   pos = tf.range(seq, dtype=tf.int32)[tf.newaxis, :]
   pad = tf.constant(preprocessor.pad_id, tf.int32)
   ids = tf.where(pos == 0, tf.constant(preprocessor.cls_id, tf.int32), pad)
@@ -253,12 +262,36 @@ class LiteRTModule(tf.Module):
     return result
 
   def _tag(self, sentence):
-    f = self._pack([sentence])
+    import tensorflow_text as text  # pylint: disable=g-import-not-at-top
+    seq = self.preprocessor.max_seq_length
+    # Words split on whitespace (the CoNLL reader's words), then pieces per
+    # word, regrouped per sentence with dense gathers on the row splits.
+    words = text.WhitespaceTokenizer().tokenize(sentence)
+    pieces = self.tokenizer.tokenize(words.flat_values)
+    splits = pieces.row_splits
+    sentence_splits = tf.gather(splits, words.row_splits)
+    per_sentence = tf.RaggedTensor.from_row_splits(pieces.values, sentence_splits,
+                                                   validate=False)
+    f = pack_segments(self.preprocessor, [per_sentence])
     logits = tf.cast(self._call(f, skip_padding=False), tf.float32)
-    tag_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
-    return {"logits": logits, "tag_ids": tag_ids,
-            "tags": tf.gather(tf.constant(self.labels), tag_ids),
-            "input_ids": tf.identity(f["input_ids"]), "input_mask": f["input_mask"]}
+    piece_tags = tf.argmax(logits, axis=-1, output_type=tf.int32)
+    # Each word's first piece, as a position in [CLS] pieces [SEP].
+    first = tf.cast(splits[:-1] - tf.gather(sentence_splits, words.value_rowids()),
+                    tf.int32) + 1
+    first = tf.RaggedTensor.from_row_splits(first, words.row_splits,
+                                            validate=False).to_tensor(-1)
+    is_word = first >= 0
+    covered = tf.logical_and(is_word, first < seq - 1)
+    read = tf.gather(piece_tags, tf.clip_by_value(first, 0, seq - 1), batch_dims=1)
+    outside = self.labels.index("O") if "O" in self.labels else 0
+    tag_ids = tf.where(covered, read, tf.where(is_word, outside, -1))
+    names = tf.constant(list(self.labels) + [""])
+    return {"tags": tf.gather(names, tf.where(is_word, tag_ids, len(self.labels))),
+            "tag_ids": tag_ids,
+            "num_words": tf.cast(words.row_lengths(), tf.int32),
+            "truncated": tf.reduce_any(tf.logical_and(is_word, tf.logical_not(covered)), 1),
+            "logits": logits, "input_ids": tf.identity(f["input_ids"]),
+            "input_mask": f["input_mask"]}
 
   def _choose(self, context, endings):
     n = self.num_choices
@@ -398,7 +431,9 @@ def export_litert(what: str, model, preprocessor, export_dir: str,
   if what == "swag":
     metadata["num_choices"] = int(num_choices)
   if what == "ner":
-    metadata["outputs_per"] = "word piece of the first window (tag_ids/tags [B, S])"
+    metadata["outputs_per"] = ("tags / tag_ids [B, W]: each whitespace word's first piece "
+                               "in the first window (words past it: O, truncated); "
+                               "logits [B, S, L] per piece")
   if config is not None:
     metadata.update(num_hidden_layers=config.num_hidden_layers,
                     hidden_size=config.hidden_size)

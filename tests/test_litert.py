@@ -145,9 +145,18 @@ def test_outputs_equal_the_keras_model_on_the_savedmodels_ids(exports):
   f = pre(tf.constant(SENTENCES))
   np.testing.assert_array_equal(out["input_ids"], f["input_ids"].numpy())
   m = f["input_mask"].numpy()[..., None]  # the Keras model skips the padding rows
-  np.testing.assert_allclose(out["logits"] * m, built["ner"](f, training=False).numpy() * m,
-                             atol=1e-4)
-  assert out["tags"].shape == (len(SENTENCES), SEQ)
+  piece_logits = built["ner"](f, training=False).numpy()
+  np.testing.assert_allclose(out["logits"] * m, piece_logits * m, atol=1e-4)
+  # Per word: the tag of its first piece in the window, O past it.
+  ref = tokenization.FullTokenizer(VOCAB, do_lower_case=True)
+  for i, s in enumerate(SENTENCES):
+    words = s.split()
+    starts = 1 + np.cumsum([0] + [len(ref.tokenize(w)) for w in words])[:-1]
+    want = [TAGS[piece_logits[i, p].argmax()] if p < SEQ - 1 else "O" for p in starts]
+    assert out["num_words"][i] == len(words)
+    assert [t.decode() for t in out["tags"][i][:len(words)]] == want, s
+    assert out["truncated"][i] == bool(len(words) and starts[-1] >= SEQ - 1)
+    assert set(out["tags"][i][len(words):]) <= {b""}
 
   context = ["He opens the door.", "She bakes bread."]
   endings = [["and walks in.", "and flies away.", "", "and sits."],

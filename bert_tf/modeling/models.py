@@ -220,6 +220,12 @@ class TextInputsMixin:
     shuffles arrays each epoch unless ``shuffle=False``), so training runs
     on ids. A ``tf.data.Dataset`` is never passed on with ``shuffle=True``
     (Keras ignores it and warns; a dataset shuffles itself).
+  * A ``fit`` / ``evaluate`` / ``predict`` call whose text the preprocessor
+    cut at its ``max_seq_length`` logs one warning at its end naming the
+    share cut and the length (as Hugging Face's tokenizer warns); nothing
+    when no text was cut (:class:`~bert_tf.preprocessing.CutTally`: a
+    comparison and a variable add per batch). A class's ``cut_unit`` names
+    what is counted (``texts``; ``choice sequences``).
 
   Raises:
     ValueError: text given to a model built without a preprocessor.
@@ -273,8 +279,10 @@ class TextInputsMixin:
       out.append(sample_weight)
     return tuple(out)
 
-  def _text_dataset(self, x, y, sample_weight, batch_size, shuffle):
-    """``x`` as a preprocessed dataset, or None when it holds no text."""
+  def _text_dataset(self, x, y, sample_weight, batch_size, shuffle, tally=None):
+    """``x`` as a preprocessed dataset, or None when it holds no text; the
+    rows its preprocessor cuts are counted in ``tally`` (a
+    :class:`~bert_tf.preprocessing.CutTally`, or None)."""
     if self.preprocessor is None or not holds_text(x):
       return None
     if isinstance(x, tf.data.Dataset):
@@ -292,10 +300,18 @@ class TextInputsMixin:
       if shuffle:
         ds = ds.shuffle(ds.cardinality(), reshuffle_each_iteration=True)
       ds = ds.batch(batch_size or DEFAULT_TEXT_BATCH_SIZE)
-    self._require_preprocessor()
-    return ds.map(tf.autograph.experimental.do_not_convert(self._text_batch),
-                  num_parallel_calls=tf.data.AUTOTUNE).prefetch(
-        tf.data.AUTOTUNE)
+    with self._require_preprocessor().counting_cuts(tally):
+      return ds.map(tf.autograph.experimental.do_not_convert(self._text_batch),
+                    num_parallel_calls=tf.data.AUTOTUNE).prefetch(
+          tf.data.AUTOTUNE)
+
+  def _warn_cuts(self, tally, call: str) -> None:
+    """One warning line when the call's text was cut at the preprocessor's
+    ``max_seq_length`` (none when nothing was)."""
+    if self.preprocessor is not None:
+      tally.warn("%s.%s" % (type(self).__name__, call),
+                 self.preprocessor.bert_preprocessor.max_seq_length,
+                 getattr(self, "cut_unit", "texts"))
 
   def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto",
           callbacks=None, validation_split=0.0, validation_data=None, shuffle=True,
@@ -310,7 +326,8 @@ class TextInputsMixin:
       ValueError: text ``x`` without a preprocessor, or with
         ``validation_split`` (pass ``validation_data``).
     """
-    ds = self._text_dataset(x, y, sample_weight, batch_size, shuffle)
+    tally = preprocessing.CutTally()
+    ds = self._text_dataset(x, y, sample_weight, batch_size, shuffle, tally)
     if ds is not None:
       if validation_split:
         raise ValueError("%s.fit on text: validation_split is not supported, pass "
@@ -318,21 +335,24 @@ class TextInputsMixin:
       x, y, sample_weight, batch_size = ds, None, None, None
     if validation_data is not None and not isinstance(validation_data, tf.data.Dataset):
       vx, vy, vw = _unpack(tuple(validation_data))
-      vds = self._text_dataset(vx, vy, vw, validation_batch_size or batch_size, False)
+      vds = self._text_dataset(vx, vy, vw, validation_batch_size or batch_size, False,
+                               tally)
       if vds is not None:
         validation_data, validation_batch_size = vds, None
     if isinstance(validation_data, tf.data.Dataset):
-      validation_data = (self._text_dataset(validation_data, None, None, None, False)
-                         or validation_data)
+      validation_data = (self._text_dataset(validation_data, None, None, None, False,
+                                            tally) or validation_data)
     if isinstance(x, tf.data.Dataset):
       shuffle = False  # Keras warns that a Dataset ignores it
-    return super().fit(  # pylint: disable=no-member
+    history = super().fit(  # pylint: disable=no-member
         x=x, y=y, batch_size=batch_size, epochs=epochs, verbose=verbose,
         callbacks=callbacks, validation_split=validation_split,
         validation_data=validation_data, shuffle=shuffle, class_weight=class_weight,
         sample_weight=sample_weight, initial_epoch=initial_epoch,
         steps_per_epoch=steps_per_epoch, validation_steps=validation_steps,
         validation_batch_size=validation_batch_size, validation_freq=validation_freq)
+    self._warn_cuts(tally, "fit")
+    return history
 
   def make_train_function(self, force=False):
     """Keras' train function, with the optimizer's slots made before it is
@@ -352,20 +372,26 @@ class TextInputsMixin:
                sample_weight=None, steps=None, callbacks=None, return_dict=False,
                **kwargs):
     """Keras ``evaluate``; ``x`` may be raw text (see the class docstring)."""
-    ds = self._text_dataset(x, y, sample_weight, batch_size, False)
+    tally = preprocessing.CutTally()
+    ds = self._text_dataset(x, y, sample_weight, batch_size, False, tally)
     if ds is not None:
       x, y, sample_weight, batch_size = ds, None, None, None
-    return super().evaluate(  # pylint: disable=no-member
+    out = super().evaluate(  # pylint: disable=no-member
         x=x, y=y, batch_size=batch_size, verbose=verbose, sample_weight=sample_weight,
         steps=steps, callbacks=callbacks, return_dict=return_dict, **kwargs)
+    self._warn_cuts(tally, "evaluate")
+    return out
 
   def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
     """Keras ``predict``; ``x`` may be raw text (see the class docstring)."""
-    ds = self._text_dataset(x, None, None, batch_size, False)
+    tally = preprocessing.CutTally()
+    ds = self._text_dataset(x, None, None, batch_size, False, tally)
     if ds is not None:
       x, batch_size = ds, None
-    return super().predict(  # pylint: disable=no-member
+    out = super().predict(  # pylint: disable=no-member
         x, batch_size=batch_size, verbose=verbose, steps=steps, callbacks=callbacks)
+    self._warn_cuts(tally, "predict")
+    return out
 
   def save(self, filepath, overwrite: bool = True, include_optimizer: bool = True,
            **kwargs) -> None:

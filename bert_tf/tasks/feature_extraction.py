@@ -54,6 +54,7 @@ def resolve_config_and_vocab(init_checkpoint: str, bert_config_file: Optional[st
     CheckpointError: ``init_checkpoint`` does not exist;
     ConfigError / VocabError / InputError: naming the flag (``argument``).
   """
+  init_checkpoint = checkpoints.local_checkpoint(init_checkpoint)  # hf://ORG/NAME too
   if not (os.path.exists(init_checkpoint) or tf.io.gfile.glob(init_checkpoint + ".index")
           or tf.io.gfile.glob(init_checkpoint + "*.index")):
     raise errors.CheckpointError("%r does not exist" % init_checkpoint,
@@ -80,6 +81,8 @@ def resolve_config_and_vocab(init_checkpoint: str, bert_config_file: Optional[st
   if vocab_file:
     if not os.path.exists(vocab_file):
       raise errors.InputError("%r does not exist" % vocab_file, argument="vocab_file")
+  elif hf and checkpoints.hf_vocab_file(hf):
+    vocab_file = checkpoints.hf_vocab_file(hf)
   else:
     for d in (hf, config_dir):
       if d and os.path.exists(os.path.join(d, "vocab.txt")):

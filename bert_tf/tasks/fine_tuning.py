@@ -57,6 +57,7 @@ from bert_tf import errors
 from bert_tf import io_utils
 from bert_tf import optimization
 from bert_tf import preprocessing
+from bert_tf import run_dir
 from bert_tf import tokenization
 from bert_tf.params import field
 from bert_tf.tasks import base
@@ -141,6 +142,7 @@ def check_init_checkpoint(init_checkpoint: Optional[str]) -> None:
   (``--bert_config_file``, ``--vocab_file``): a mistyped path is the one
   problem to report, not the flags it would have supplied.
   """
+  init_checkpoint = checkpoints.local_checkpoint(init_checkpoint)  # an uncached hf:// name: its line
   if init_checkpoint and not (tf.io.gfile.exists(init_checkpoint) or
                               tf.io.gfile.glob(init_checkpoint + ".index") or
                               tf.io.gfile.glob(init_checkpoint + "*.index")):
@@ -186,7 +188,7 @@ def resolve_config_and_vocab(params, config_dirs: Sequence[str] = (),
     ConfigError / VocabError: naming the flag that is missing;
     InputError: with ``check_files``, a ``--vocab_file`` that does not exist.
   """
-  ic = params.init_checkpoint
+  ic = checkpoints.local_checkpoint(params.init_checkpoint)  # hf://ORG/NAME too
   check_init_checkpoint(ic)
   hf = ic if (ic and checkpoints.is_hf_dir(ic)) else None
   config_file = params.bert_config_file
@@ -213,14 +215,49 @@ def resolve_config_and_vocab(params, config_dirs: Sequence[str] = (),
       existing(vocab_file, "vocab_file")
   elif check_files:
     d = hf or os.path.dirname(os.path.abspath(config_file))
-    if os.path.exists(os.path.join(d, "vocab.txt")):
+    if hf:
+      vocab_file = checkpoints.hf_vocab_file(hf)
+    elif os.path.exists(os.path.join(d, "vocab.txt")):
       vocab_file = os.path.join(d, "vocab.txt")
   elif hf:
-    vocab_file = os.path.join(hf, "vocab.txt")
+    vocab_file = checkpoints.hf_vocab_file(hf) or os.path.join(hf, "vocab.txt")
+  # A run directory of ours carries its vocab.txt and casing (a pretraining
+  # run given its vocab, a fine-tuning run): --init_checkpoint=RUN needs no
+  # --vocab_file.
+  carried = run_dir.carried_vocab(ic) if ic and not params.vocab_file and not hf else None
+  if carried:
+    vocab_file = carried[0]
+    adopt_run_casing(params, carried[1].get("do_lower_case"), ic)
   if not vocab_file:
-    raise errors.VocabError("vocab_file is required unless init_checkpoint is a "
-                            "Hugging Face BERT directory", argument="vocab_file")
+    raise errors.VocabError(
+        "vocab_file is required unless init_checkpoint is a Hugging Face BERT "
+        "directory or a run directory that carries its vocab.txt (run_pretraining.py "
+        "copies the vocab it is given)", argument="vocab_file")
   return config, vocab_file
+
+
+def adopt_run_casing(params, recorded: Optional[bool], init_checkpoint: str) -> None:
+  """``params.do_lower_case`` from the run that ``init_checkpoint`` is.
+
+  The flag's default (True) takes the run's recorded casing; an explicit
+  ``--do_lower_case=False`` against a run trained on lower-cased text is
+  refused (the original refuses a casing flag that contradicts a released
+  checkpoint's name, ``validate_case_matches_checkpoint``).
+
+  Raises:
+    errors.ParamsError: ``do_lower_case=False`` for a lower-cased run.
+  """
+  if recorded is None or not hasattr(params, "do_lower_case") or \
+      params.do_lower_case == recorded:
+    return
+  if params.do_lower_case:  # the default: the casing the model was trained with
+    logging.info("--do_lower_case=%s: the casing %s was trained with", recorded,
+                 init_checkpoint)
+    params.do_lower_case = recorded
+    return
+  raise errors.ParamsError(
+      "do_lower_case=False, but %s was trained on lower-cased text (as its run "
+      "directory records): drop the flag" % init_checkpoint, argument="do_lower_case")
 
 
 def check_positive(params, names: Sequence[str]) -> None:

@@ -75,6 +75,10 @@ from bert_tf.export import client
 
 MODEL_FILE = client.TFLITE_FILE
 QUANTIZE = ("none", "dynamic_int8", "float16")
+# Encoder widths of the classifier and multiple-choice graphs: a batch runs
+# at the smallest that holds its longest row (fixed shapes, so XNNPACK runs
+# every one); the export's max_seq_length is the last.
+BUCKETS = (16, 32, 64)
 # The exports (fine_tuned.WHATS) this format writes, and the one it refuses.
 WHATS = ("classifier", "ner", "swag", "preprocessor", "encoder", "features")
 REFUSED = {"squad": "SQuAD's doc-stride windows, offsets and best-span choice are "
@@ -228,8 +232,25 @@ class LiteRTModule(tf.Module):
   def _pack(self, texts):
     return dense_features(self.preprocessor, self.tokenizer, texts)
 
+  def _bucketed(self, features):
+    """The model on ``features`` [B, S] cut to the smallest of :data:`BUCKETS`
+    (and S) that holds the batch's longest row: one ``IF`` per bucket, each
+    branch a fixed-shape subgraph that XNNPACK runs. Outputs must not depend
+    on the width (classifier, multiple choice)."""
+    seq = self.preprocessor.max_seq_length
+    widths = [w for w in BUCKETS if w < seq] + [seq]
+    longest = tf.reduce_max(tf.reduce_sum(features["input_mask"], axis=-1))
+
+    def run(width):
+      return lambda: tf.cast(self._call({k: v[..., :width] for k, v in features.items()},
+                                        skip_padding=False), tf.float32)
+    out = run(widths[-1])
+    for width in reversed(widths[:-1]):
+      out = (lambda w, rest: lambda: tf.cond(longest <= w, run(w), rest))(width, out)
+    return out()
+
   def _classify(self, texts):
-    logits = tf.cast(self._call(self._pack(texts), skip_padding=False), tf.float32)
+    logits = self._bucketed(self._pack(texts))
     if self.is_regression:
       return {"predictions": logits[:, 0]}
     label_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
@@ -299,7 +320,7 @@ class LiteRTModule(tf.Module):
     f = self._pack([contexts, tf.reshape(endings, [-1])])
     seq = self.preprocessor.max_seq_length
     f = {k: tf.reshape(v, [-1, n, seq]) for k, v in f.items()}
-    logits = tf.cast(self._call(f, skip_padding=False), tf.float32)
+    logits = self._bucketed(f)
     return {"probabilities": tf.nn.softmax(logits, axis=-1), "logits": logits,
             "label_id": tf.argmax(logits, axis=-1, output_type=tf.int32)}
 

@@ -140,6 +140,13 @@ def test_outputs_equal_the_keras_model_on_the_savedmodels_ids(exports):
   np.testing.assert_allclose(out["logits"], want, atol=1e-4)
   assert out["labels"].tolist() == [LABELS[i].encode() for i in want.argmax(-1)]
   assert out["label_ids"].dtype == np.int32
+  # A batch of short rows runs the 16-wide branch (litert.BUCKETS): same logits.
+  short = (["short", "a b"], ["It was fine.", ""])
+  out = client.LiteRTSignature(paths["pair"], num_threads=1)(
+      text_a=_b(short[0]), text_b=_b(short[1]))
+  f = pre(tf.constant(short[0]), tf.constant(short[1]))
+  assert f["input_mask"].numpy().sum(-1).max() <= litert.BUCKETS[0]
+  np.testing.assert_allclose(out["logits"], built["pair"](f, training=False).numpy(), atol=1e-4)
 
   out = client.LiteRTSignature(paths["ner"], num_threads=1)(sentence=_b(SENTENCES))
   f = pre(tf.constant(SENTENCES))

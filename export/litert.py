@@ -20,7 +20,10 @@ and no string op of core TensorFlow at the boundary):
    (``RaggedTensorToTensor`` to a fixed width, then only dense builtins), so
    the encoder's shapes are static and XNNPACK runs it;
 4. the model (built-in ops only; ``skip_padding=False``, every position
-   computed) and the task's outputs.
+   computed) and the task's outputs. The classifier and multiple-choice
+   graphs run it at the smallest of :data:`BUCKETS` / ``max_seq_length``
+   that holds the batch's longest row (``IF`` branches of fixed shapes:
+   short requests do not pay for the full width).
 
 Signatures: ``serving_default`` with the SavedModel's input names (``text``
 / ``text_a`` + ``text_b``, ``sentence``, ``context`` + ``endings``,

@@ -494,7 +494,10 @@ def xnnpack_share(tflite_path: str, request: Dict[str, np.ndarray],
       request: :func:`warmup_inputs`); num_threads: the interpreter's.
 
   Returns:
-    ``{"ops": N, "delegated": D, "partitions": K}``.
+    ``{"ops": N, "delegated": D, "partitions": K, "subgraphs": G}``: of the
+    main graph; G further subgraphs (the length buckets' encoders, ``IF``
+    branches, which LiteRT's Python API does not list node by node; XNNPACK
+    takes them too: BUILD_NOTES, "LiteRT export tokens").
   """
   interp = client.litert_interpreter(tflite_path, num_threads)
   interp.get_signature_runner()(**request)
@@ -515,7 +518,8 @@ def xnnpack_share(tflite_path: str, request: Dict[str, np.ndarray],
       op = producer[t]
       delegated.add(op)
       stack.extend(inputs_of[op])
-  return {"ops": len(ops), "delegated": len(delegated), "partitions": len(parts)}
+  return {"ops": len(ops), "delegated": len(delegated), "partitions": len(parts),
+          "subgraphs": interp.num_subgraphs() - 1}
 
 
 def warmup_inputs(what: str, is_pair: bool = False, num_choices: int = 4,
@@ -586,10 +590,12 @@ def print_summary(what: str, run, path: str) -> None:
                                               int(meta.get("num_choices") or 4),
                                               int(meta["max_seq_length"])))
   print("exported %s (%s, checkpoint %s) to %s (%.1f MB, quantize=%s); XNNPACK "
-        "delegated %d of %d operators (%.0f%%, %d partitions); load with "
-        "ai_edge_litert + tensorflow_text.tflite_registrar.SELECT_TFTEXT_OPS" % (
+        "delegated %d of %d operators of the main graph (%.0f%%, %d partitions)%s; load "
+        "with ai_edge_litert + tensorflow_text.tflite_registrar.SELECT_TFTEXT_OPS" % (
             what, run.task_name, run.checkpoint, tflite, os.path.getsize(tflite) / 1e6,
             meta.get("quantize"), share["delegated"], share["ops"],
-            100.0 * share["delegated"] / max(1, share["ops"]), share["partitions"]))
+            100.0 * share["delegated"] / max(1, share["ops"]), share["partitions"],
+            "; %d length-bucket encoder subgraphs" % share["subgraphs"]
+            if share["subgraphs"] else ""))
   for note in meta.get("token_differences") or ():
     print("warning: the in-graph tokenizer differs from the original's: " + note)

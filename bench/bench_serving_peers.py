@@ -29,7 +29,11 @@ exports) and ``ours bf16 ...`` (``--serving_dtype=bfloat16``, by default
 only where the CPU has bf16 units; logits held to bfloat16 rounding), both
 classifier only; ``HF torch`` (fast tokenizer, ``torch.inference_mode()``);
 ``ONNX Runtime`` (``torch.onnx.export``, opset 17, dynamic axes,
-``ORT_ENABLE_ALL``); ``ORT fused`` (``onnxruntime.transformers.optimizer``).
+``ORT_ENABLE_ALL``); ``ORT fused`` (``onnxruntime.transformers.optimizer``);
+``LiteRT f32`` / ``LiteRT int8`` (``export.litert.export_litert``, the same
+classifier with ``FastBertTokenizer`` inside, fixed 128-token width, float32 /
+``--quantize=dynamic_int8``, served by ``ai_edge_litert`` with XNNPACK and
+``--threads`` threads; classifier only; int8 logits are not held to 1e-4).
 
 Cases (inputs from data/): batch 1 short (SQuAD questions, ~10 word
 pieces), batch 1 at 128 tokens (movie-review sentences joined past 128
@@ -94,7 +98,7 @@ flags.DEFINE_string("work_dir", None, "Where exports, ONNX files and the C binar
                     "go (kept); default a temporary directory, deleted.")
 flags.DEFINE_list("peers", None,
                   "Peers to run (ours, ours_xla, ours_bf16, ours_xla_bf16, torch, ort, "
-                  "ort_fused); ort is always "
+                  "ort_fused, litert, litert_int8); ort is always "
                   "run (the reference of the ratio column). Default: all, the bf16 ones "
                   "only where the CPU has bf16 units.")
 flags.DEFINE_float("gap_ms", 0.0, "Idle time before each timed call (lets the "
@@ -116,11 +120,14 @@ OURS = {
     "ours bf16 (TF, Python)": ("ours_bf16", "cls_bf16"),
     "ours XLA bf16 (TF, Python)": ("ours_xla_bf16", "cls_xla_bf16"),
 }
-PEERS = tuple(OURS) + ("HF torch", "ONNX Runtime", "ORT fused")
+# LiteRT peers: name -> (id, --quantize of export_litert).
+LITERT = {"LiteRT f32": ("litert", "none"), "LiteRT int8": ("litert_int8", "dynamic_int8")}
+PEERS = tuple(OURS) + ("HF torch", "ONNX Runtime", "ORT fused") + tuple(LITERT)
 PEER_IDS = dict([(v[0], k) for k, v in OURS.items()] +
-                [("torch", "HF torch"), ("ort", "ONNX Runtime"), ("ort_fused", "ORT fused")])
+                [("torch", "HF torch"), ("ort", "ONNX Runtime"), ("ort_fused", "ORT fused")] +
+                [(v[0], k) for k, v in LITERT.items()])
 # Only the plain float32 export has a SQuAD counterpart: the others skip SQuAD.
-CLS_ONLY = tuple(p for p, (_, model) in OURS.items() if model != "cls")
+CLS_ONLY = tuple(p for p, (_, model) in OURS.items() if model != "cls") + tuple(LITERT)
 BF16 = tuple(p for p, (_, model) in OURS.items() if model.endswith("bf16"))
 REF = "ONNX Runtime"
 
@@ -230,11 +237,12 @@ def span_chars(enc, start_logits, end_logits):
 # ---------------------------------------------------------------- models
 
 
-def build_everything(mdir, work, cls_exports=("cls",)):
+def build_everything(mdir, work, cls_exports=("cls",), litert_quantize=()):
   """Our exports + the HF models (same weights) + ONNX files.
 
   Args:
     cls_exports: keys of :data:`CLS_EXPORTS` to export the classifier as.
+    litert_quantize: ``--quantize`` values of LiteRT classifier exports.
 
   Returns:
     dict with ``cls_paths`` ({key: path}), ``squad_path``, ``hf_cls``,
@@ -265,6 +273,10 @@ def build_everything(mdir, work, cls_exports=("cls",)):
   checkpoints.load_encoder_weights(qa_model.encoder, mdir)
   out["squad_path"] = squad_export.export_squad(
       qa_model, vocab, True, os.path.join(work, "ours_squad"), max_seq_length=384)
+  from bert_tf.export import litert  # pylint: disable=g-import-not-at-top
+  out["litert_paths"] = {q: os.path.join(litert.export_litert(
+      "classifier", cls_model, pre, os.path.join(work, "litert_" + q), labels=["0", "1"],
+      quantize=q, task_name="sst-2"), litert.MODEL_FILE) for q in litert_quantize}
   cls_head = [cls_model.classifier.output_weights.numpy(),
               cls_model.classifier.output_bias.numpy()]
   qa_head = [qa_model.span_head.output_weights.numpy(),
@@ -358,7 +370,11 @@ def _bench(work, load0, tf, tensorflow_text, torch):
   t_build = time.perf_counter()
   chosen = {PEER_IDS[i] for i in FLAGS.peers} | {REF}
   wanted = sorted({OURS[p][1] for p in chosen if p in OURS} | {"cls"})
-  m = build_everything(mdir, work, wanted)
+  m = build_everything(mdir, work, wanted,
+                       [LITERT[p][1] for p in LITERT if p in chosen])
+  from bert_tf.export import client  # pylint: disable=g-import-not-at-top
+  lite = {q: client.LiteRTSignature(path, num_threads=FLAGS.threads)
+          for q, path in m["litert_paths"].items()}
   tok = m["tok"]
   n, b = FLAGS.num_latency, FLAGS.batch_size
   questions, pairs = read_squad(FLAGS.squad_files)
@@ -386,6 +402,9 @@ def _bench(work, load0, tf, tensorflow_text, torch):
     """One end-to-end classifier call; logits float [B, 2]."""
     if peer in OURS:
       return ours_cls[OURS[peer][1]](text=tf.constant(batch))["logits"].numpy()
+    if peer in LITERT:
+      return lite[LITERT[peer][1]](text=np.array([t.encode() for t in batch],
+                                                 dtype=object))["logits"]
     if peer == "HF torch":
       with torch.inference_mode():
         enc = tok(batch, padding=True, truncation=True, max_length=128,
@@ -486,7 +505,7 @@ def _bench(work, load0, tf, tensorflow_text, torch):
         "each figure is over %s calls per peer" % (
             n, FLAGS.num_batches, b, FLAGS.passes,
             "/".join(str(len(c[2]) * FLAGS.passes) for c in cases)))
-  ok = lambda p, d: ("(bfloat16)" if p in BF16 else
+  ok = lambda p, d: ("(bfloat16)" if p in BF16 else "(int8)" if p == "LiteRT int8" else
                      "ok" if d <= CLS_TOL else "OVER %g" % CLS_TOL)
   print("agreement, classifier logits vs HF torch (fp32, max |diff| over every input "
         "of the 3 classifier cases; argmax labels equal): " + "; ".join(

@@ -20,6 +20,8 @@ Public API (imported lazily):
   (``export_model(model, output_dir, export_dir, format="saved_model")``:
   the run's default export of an in-memory model); :func:`export_run` -
   the same exporter for a run rebuilt by :func:`load_run`.
+* :func:`export_litert` - a ``.tflite`` (LiteRT) export with the tokenizer
+  inside (``export.litert``; ``export_model(..., format="litert")``).
 * :func:`load_fine_tuned` - rebuild a ``run_classifier.py`` output dir.
 * :func:`read_metadata` - an export's ``assets.extra/bert_tf_export.json``.
 
@@ -50,6 +52,7 @@ _API = {
     "export_encoder_all_layers": "bert_tf.export.features",
     "export_multiple_choice": "bert_tf.export.multiple_choice",
     "export_tagger": "bert_tf.export.tagging",
+    "export_litert": "bert_tf.export.litert",
     "load_fine_tuned": "bert_tf.export.fine_tuned",
     "FineTuned": "bert_tf.export.fine_tuned",
     "load_run": "bert_tf.export.fine_tuned",

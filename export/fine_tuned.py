@@ -419,12 +419,22 @@ SQUAD_SETTINGS = ("doc_stride", "max_query_length", "max_answer_length",
 # Export format -> its writer ``(run, what, export_dir, version=, xla=, dtype=)
 # -> path``. A new format (LiteRT, a transformers directory) is one module
 # with such a writer and one entry here.
-FORMATS: Dict[str, Callable[..., str]] = {"saved_model": write_saved_model}
+def _write_litert(run: RunDir, what: str, export_dir: str, **options) -> str:
+  """The ``litert`` format (:func:`bert_tf.export.litert.write_litert`;
+  imported on use: it needs ``tf.lite`` and tensorflow-text's kernels)."""
+  from bert_tf.export import litert  # pylint: disable=g-import-not-at-top
+  pre = None if what == "encoder" else run_preprocessor(run)
+  return litert.write_litert(run, what, export_dir, preprocessor=pre, **options)
+
+
+FORMATS: Dict[str, Callable[..., str]] = {"saved_model": write_saved_model,
+                                          "litert": _write_litert}
 
 
 def export_run(run: RunDir, what: Optional[str], export_dir: str,
                version: Optional[int] = None, xla: bool = False,
-               dtype: str = "float32", *, format: str = "saved_model") -> str:  # pylint: disable=redefined-builtin
+               dtype: str = "float32", *, format: str = "saved_model",  # pylint: disable=redefined-builtin
+               quantize: str = "none") -> str:
   """Writes ``export_dir/<version>/`` for ``run``; returns its path.
 
   Args:
@@ -437,7 +447,10 @@ def export_run(run: RunDir, what: Optional[str], export_dir: str,
       shapes (:class:`bert_tf.export.saved_model.ClassifierServingModule`).
     dtype: a classifier export's compute dtype, ``float32`` (default) or
       ``bfloat16`` (same class).
-    format: one of :data:`FORMATS` (``saved_model``).
+    format: one of :data:`FORMATS` (``saved_model``; ``litert``:
+      ``model.tflite`` with the tokenizer inside, :mod:`bert_tf.export.litert`).
+    quantize: the ``litert`` format's weights: ``none``, ``dynamic_int8``,
+      ``float16``.
 
   Returns:
     the path of the version directory (written under a temporary name and
@@ -466,10 +479,19 @@ def export_run(run: RunDir, what: Optional[str], export_dir: str,
   if dtype not in saved_model.SERVING_DTYPES:
     raise FineTunedDirError("--serving_dtype=%s: one of %s" % (
         dtype, ", ".join(saved_model.SERVING_DTYPES)), argument="serving_dtype")
+  if format == "litert":
+    from bert_tf.export import litert  # pylint: disable=g-import-not-at-top
+    litert.check_options(what, quantize)
   if dtype != "float32" and what != "classifier":
     raise FineTunedDirError("--serving_dtype=%s: only the classifier export serves in "
                             "another dtype (this is --what=%s)" % (dtype, what),
                             argument="serving_dtype")
+  if format == "litert":
+    return FORMATS[format](run, what, export_dir, version=version, xla=xla, dtype=dtype,
+                           quantize=quantize)
+  if quantize != "none":
+    raise FineTunedDirError("--quantize=%s: only --format=litert quantizes" % quantize,
+                            argument="quantize")
   return FORMATS[format](run, what, export_dir, version=version, xla=xla, dtype=dtype)
 
 

@@ -26,7 +26,7 @@ LAYERS = [
     ("base", ["bert_tf._lazy", "bert_tf._import_hooks", "bert_tf._keras_registry",
               "bert_tf._quiet", "bert_tf.errors", "bert_tf.params", "bert_tf.config",
               "bert_tf.io_utils", "bert_tf.run_dir", "bert_tf.precision", "bert_tf.tokenization",
-              "bert_tf.metrics", "bert_tf.squad_metrics"]),
+              "bert_tf.metrics", "bert_tf.squad_metrics", "bert_tf.huggingface"]),
     ("modeling", ["bert_tf.modeling", "bert_tf.checkpoints", "bert_tf.optimization",
                   "bert_tf.preprocessing", "bert_tf.convert"]),
     ("data", ["bert_tf.data", "bert_tf.vocab_builder"]),
@@ -44,7 +44,7 @@ TF_FREE = [
     "bert_tf.data.squad", "bert_tf.data.swag", "bert_tf.data.conll", "bert_tf.data.extract", "bert_tf.data.pretraining.tokens", "bert_tf.data.pretraining.documents",
     "bert_tf.data.pretraining.records",
     "bert_tf.data.pretraining.faithful", "bert_tf.data.pretraining.sharded",
-    "bert_tf.data.pretraining.beam_runner",
+    "bert_tf.data.pretraining.beam_runner", "bert_tf.huggingface",
 ]
 TF_MODULES = ("tensorflow", "tensorflow_text", "keras", "tf_keras")
 
@@ -54,7 +54,8 @@ TF_MODULES = ("tensorflow", "tensorflow_text", "keras", "tf_keras")
 # package only the TF-free modules named here; nothing else, directly or
 # through another module.
 TF_ONLY = {"bert_tf.export.client": ()}
-TF_ONLY_THIRD_PARTY = ("tensorflow", "tensorflow_text", "numpy", "google")
+# ai_edge_litert: the LiteRT runtime, imported only to serve a .tflite.
+TF_ONLY_THIRD_PARTY = ("tensorflow", "tensorflow_text", "numpy", "google", "ai_edge_litert")
 
 SOURCE_DIRS = {"bert_tf": "bert_tf", "bert_tf.export": "export", "bert_tf.tools": "tools"}
 

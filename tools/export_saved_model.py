@@ -27,6 +27,15 @@ A pretraining run keeps no vocab: ``preprocessor`` and ``features`` take
   bert-export-saved-model --output_dir=/tmp/pretrain --export_dir=/tmp/features \
     --what=features --vocab_file=vocab.txt
 
+Or serve a fine-tuned model as it is, without retraining: ``--from_preset``
+takes what ``from_preset`` takes (a Hugging Face directory or
+``hf://ORG/NAME[@REVISION]`` from the local cache, an original fine-tuned
+``model.ckpt-N``, one of our runs, a ``.keras`` file); the task comes from the
+preset (a Hugging Face ``architectures`` entry, the model class, the run) or
+``--task``:
+
+  bert-export-saved-model --from_preset=hf://ORG/NAME --export_dir=/tmp/served
+
 Check an export with ``bert-predict-saved-model EXPORT_DIR ...``. See
 ``export/fine_tuned.py`` for the run files and ``export/*.py`` for the
 signatures.
@@ -38,6 +47,7 @@ _startup.setup(tensorflow=True)
 from absl import flags  # noqa: E402  pylint: disable=wrong-import-position
 
 from bert_tf.export import fine_tuned  # noqa: E402  pylint: disable=wrong-import-position
+from bert_tf.export import from_preset  # noqa: E402  pylint: disable=wrong-import-position
 from bert_tf.export import saved_model  # noqa: E402  pylint: disable=wrong-import-position
 from bert_tf.tools import _common  # noqa: E402  pylint: disable=wrong-import-position
 
@@ -45,6 +55,13 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("output_dir", None, "The run to export: the --output_dir of "
                     "run_classifier.py, run_squad.py, run_ner.py, run_swag.py or "
                     "run_pretraining.py.")
+flags.DEFINE_string("from_preset", None, "Instead of --output_dir: a preset to serve as "
+                    "it is (a Hugging Face directory or hf://ORG/NAME[@REVISION] in the "
+                    "local cache, an original model.ckpt-N, a run directory, a .keras file).")
+flags.DEFINE_enum("task", None, list(from_preset.TASKS), "With --from_preset: the task "
+                  "(default: the preset's, e.g. its Hugging Face architectures).")
+flags.DEFINE_bool("is_pair", False, "With --from_preset: a classifier export takes "
+                  "text_a, text_b pairs.")
 flags.DEFINE_string("export_dir", None, "Writes EXPORT_DIR/<version>/.")
 flags.DEFINE_enum("what", None, list(fine_tuned.WHATS), "Which export (default: the run's own "
                   "model: classifier, squad, ner or swag; encoder for a pretraining "
@@ -72,7 +89,15 @@ flags.DEFINE_enum("serving_dtype", "float32", list(saved_model.SERVING_DTYPES),
                   "and multiplies the encoder's weights in bfloat16 (LayerNorm and "
                   "softmax stay float32): faster on CPUs with bf16 units (avx512_bf16, "
                   "AMX), slower without; logits within bfloat16 rounding of float32's.")
-flags.mark_flags_as_required(["output_dir", "export_dir"])
+flags.DEFINE_enum("format", "saved_model", ["saved_model", "litert"], "saved_model: "
+                  "EXPORT_DIR/<version>/ for TF Serving; litert: EXPORT_DIR/<version>/"
+                  "model.tflite with the tokenizer inside (ai-edge-litert + "
+                  "tensorflow_text.tflite_registrar), every --what but squad.")
+flags.DEFINE_enum("quantize", "none", ["none", "dynamic_int8", "float16"], "--format=litert: "
+                  "float32 weights, int8 weights with dynamic-range activations, or "
+                  "float16 weights.")
+flags.mark_flags_as_required(["export_dir"])
+flags.mark_flags_as_mutual_exclusive(["output_dir", "from_preset"], required=True)
 
 TOOL = "export_saved_model"
 
@@ -81,13 +106,35 @@ def main(argv):
   if len(argv) > 1:
     _common.fail(TOOL, ValueError("unexpected arguments: %s" % " ".join(argv[1:])))
   try:
-    run = fine_tuned.load_run(FLAGS.output_dir, FLAGS.checkpoint, FLAGS.max_seq_length,
-                              FLAGS.vocab_file, FLAGS.do_lower_case)
+    if FLAGS.format == "litert":  # refused before the model is read
+      from bert_tf.export import litert  # pylint: disable=g-import-not-at-top
+      known = FLAGS.what or (None if FLAGS.from_preset else
+                             fine_tuned.EXPORTS[fine_tuned.run_kind(FLAGS.output_dir)][0])
+      if known:
+        litert.check_options(known, FLAGS.quantize)
+    elif FLAGS.quantize != "none":
+      raise fine_tuned.FineTunedDirError("--quantize=%s: only --format=litert quantizes"
+                                         % FLAGS.quantize, argument="quantize")
+    if FLAGS.from_preset:
+      for flag in ("checkpoint", "vocab_file", "do_lower_case"):
+        if FLAGS[flag].present:
+          raise fine_tuned.FineTunedDirError(
+              "--%s is for --output_dir; a --from_preset carries its own" % flag,
+              argument=flag)
+      run = from_preset.load_preset(FLAGS.from_preset, FLAGS.task, FLAGS.max_seq_length,
+                                    FLAGS.is_pair)
+    else:
+      run = fine_tuned.load_run(FLAGS.output_dir, FLAGS.checkpoint, FLAGS.max_seq_length,
+                                FLAGS.vocab_file, FLAGS.do_lower_case)
     what = FLAGS.what or fine_tuned.EXPORTS[run.kind][0]
     path = fine_tuned.export_run(run, what, FLAGS.export_dir, FLAGS.version,
-                                  xla=FLAGS.xla, dtype=FLAGS.serving_dtype)
+                                  xla=FLAGS.xla, dtype=FLAGS.serving_dtype,
+                                  format=FLAGS.format, quantize=FLAGS.quantize)
   except _common.REPORTED as e:
     _common.fail(TOOL, e)
+  if FLAGS.format == "litert":
+    litert.print_summary(what, run, path)
+    return
   meta = saved_model.read_metadata(path)
   version = meta["min_tf_serving_version"]
   print("exported %s (%s, checkpoint %s) to %s; TF Serving %s" % (

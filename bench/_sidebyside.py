@@ -1,20 +1,17 @@
 """Per-seed side-by-side runs and tables (bert_tf vs Hugging Face) for the task benches.
 
-``bench_classifier.py``, ``bench_ner.py`` and ``bench_swag.py`` run one
-recipe per seed on both sides and keep every run in a JSON results file
-(``{"cpu_model", "cpu_flags", "command", "args", "hf": {seed: run}, "ours":
-{seed: run}}``). A 3-seed comparison takes hours on 2 cores, so sessions
-split it (``--which hf --seeds 2``, ...) and join the files afterwards with
-``--merge``; this module holds what the benches share: the command line
-(:func:`parser`), the Hugging Face side's set-up and training loop
-(:func:`hf_start`, :func:`hf_train`), our tool's run (:func:`run_ours`),
-the seed loop (:func:`start`, which also starts the printed record under
-``bench/results/``; :func:`run_seeds`, :func:`finish`), the table, the join
-(which refuses files whose recipes differ), and the atomic write of the
-results file. ``bench_squad.py`` uses its helpers (its tool takes files,
-not a data folder). Each run records its steady training speed
-(``train_rate``, examples/s after the first 50 steps: HF timed around its
-loop, ours from the tool's progress lines), printed per seed with the ratio.
+``bench_classifier.py``, ``bench_ner.py``, ``bench_swag.py`` (and, for its
+helpers, ``bench_squad.py``) run one recipe per seed on both sides and keep
+every run in a JSON results file (``{"cpu_model", "cpu_flags", "command",
+"args", "hf": {seed: run}, "ours": {seed: run}}``); sessions split a
+comparison (``--which hf --seeds 2``) and join the files with ``--merge``
+(refused where the recipes differ). Shared here: :func:`parser`, the HF side
+(:func:`hf_start`, :func:`hf_train`), :func:`run_ours`, the seed loop
+(:func:`start`, which starts the record under ``bench/results/``;
+:func:`run_seeds`, :func:`finish`), the table and the atomic write. Each run
+records its steady training speed (``train_rate``, examples/s after the
+first 50 steps: HF timed around its loop, ours from the tool's progress
+lines), printed per seed with the ratio.
 """
 
 import argparse
@@ -170,20 +167,15 @@ def hf_optimizer(model, learning_rate: float, total_steps: int,
 
 
 def hf_train(args, seed: int, model, x: dict, y, start: float) -> tuple:
-  """Hugging Face's fine-tuning loop on CPU PyTorch: AdamW (epsilon 1e-6,
-  weight decay 0.01 with LayerNorm and biases excluded), linear warm-up over
-  10% of the steps then linear decay to 0, global-norm clipping 1.0; every
-  epoch one shuffled pass (a ``torch.Generator`` seeded with ``seed``), the
-  last partial batch kept. With ``--dtype=bfloat16`` the forward pass and
-  the loss run under ``torch.autocast("cpu", dtype=torch.bfloat16)``, as
-  HF's ``Trainer`` with ``--bf16`` on a CPU (backward and optimizer step
-  outside it). With ``--hf_padding=longest`` each batch is cut
-  to its longest row (what HF's ``DataCollatorWithPadding`` /
-  ``DataCollatorForTokenClassification`` / run_swag's collator give by
-  default; our tools trim their training batches the same way). ``x``:
-  tensors of the training rows, padded to ``--max_seq_length``; ``y`` their
-  labels. Leaves ``model`` in eval mode; returns ``(steps, train_rate)``
-  (:class:`SteadyRate`)."""
+  """Hugging Face's fine-tuning loop on CPU PyTorch: AdamW (eps 1e-6, decay
+  0.01 without LayerNorm/biases), 10% linear warm-up then linear decay to 0,
+  clipping 1.0; each epoch one shuffled pass (``torch.Generator(seed)``), the
+  last partial batch kept. ``--dtype=bfloat16``: forward and loss under
+  ``torch.autocast("cpu", dtype=torch.bfloat16)``, as ``Trainer --bf16``.
+  ``--hf_padding=longest``: each batch cut to its longest row (HF's default
+  collators; our tools trim likewise). ``x``: the training rows' tensors,
+  padded to ``--max_seq_length``; ``y``: labels. Leaves ``model`` in eval
+  mode; returns ``(steps, train_rate)`` (:class:`SteadyRate`)."""
   import torch  # pylint: disable=g-import-not-at-top
   n = len(y)
   steps_per_epoch = math.ceil(n / args.batch_size)

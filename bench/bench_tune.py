@@ -11,16 +11,14 @@ max_seq_length 64 (tools/tune.py, three searches under --out):
 3. ``default/``: the main job's recipe (lr 5e-5, batch 32, 3 epochs) once,
    trained on all of train, scored on dev (as the main job selects).
 
-Every step is a resumable search: rerun the same command after a reboot or
-a session's end and it goes on where it stopped (finished trials are kept,
-the interrupted one resumes from its checkpoint). The table (with the CPU's
-model and flags and the wall times) is printed and written to
+Every step is a resumable search: the same command goes on where it stopped
+(finished trials kept, the interrupted one resumed from its checkpoint). The
+table (CPU model and flags, wall times) is printed and written to
 ``--out/README.md``; the full log beside it (``--out`` under
 ``bench/results/``) or in ``bench/results/bench_tune/``.
 
   nice -n 10 .venv/bin/python bench/bench_tune.py --out=bench/results/tune_2026-11-28
-  # a quick check of the command: one trial of 3 steps
-  .venv/bin/python bench/bench_tune.py --out=/tmp/tune_check --smoke
+  .venv/bin/python bench/bench_tune.py --out=/tmp/tune_check --smoke   # one 3-step trial
 """
 
 import argparse

@@ -2,30 +2,21 @@
 
 Each defect is one small, plausible bug (an off-by-one in SQuAD's doc-stride
 windows, 80/10/10 masking swapped to 10/80/10, erf GELU for the original's
-tanh, a dropped ``##`` in WordPiece, ...). For each, one at a time:
+tanh, a dropped ``##`` in WordPiece, ...). For each, one at a time: the
+work tree's non-ignored files (``data/`` too; ``--ref REV``: a commit's) are
+copied to a fresh temporary directory; the defect's exact ``old`` snippet
+must occur ONCE in its file (else the script stops before running anything)
+and is replaced there; a fresh interpreter checks that ``find_spec`` of the
+patched module is the copy's file holding the defect (the editable install
+maps ``bert_tf``, ``bert_tf.export``, ``bert_tf.tools`` to THIS checkout, so
+every run gets ``PYTHONPATH=<shim>:<copy>`` whose ``sitecustomize.py``
+re-points them, subprocesses included); then ``python -m pytest -x -q -m
+"not slow" <the defect's tests>`` runs in the copy with a time limit: tests
+fail = CAUGHT, pass = MISSED, anything else (none collected, time-out) =
+ERROR. First, the union of the selected defects' tests must pass on an
+unpatched copy (else exit 2).
 
-1. the work tree's files that git does not ignore (``data/`` included) are
-   copied to a fresh temporary directory (``--ref REV``: a commit's);
-2. the defect is applied there: its exact ``old`` snippet must occur ONCE in
-   its file (else the script stops before running anything: a code change
-   that moved the snippet must not silently test nothing);
-3. the copy's code is checked to be the code that will be imported (see
-   below), with the defect in it;
-4. ``python -m pytest -x -q -m "not slow" <the defect's tests>`` runs in
-   the copy with a time limit: tests that fail = CAUGHT, tests that pass =
-   MISSED, anything else (no tests collected, time-out) = ERROR.
-
-Before the defects, the union of the selected defects' tests runs once on an
-unpatched copy and must pass (else the report means nothing; exit 2).
-
-Which code runs: the venv's editable install maps ``bert_tf``,
-``bert_tf.export`` and ``bert_tf.tools`` to THIS checkout, so every run gets
-``PYTHONPATH=<shim>:<copy>`` whose ``sitecustomize.py`` re-points that
-mapping at the copy (subprocesses inherit it); step 3 checks in a fresh
-interpreter that ``find_spec`` of the patched module is the copy's file
-holding the defect.
-
-Usage (from the repository root; ~15 min for all on a busy 2-core box):
+Usage (from the repository root; ~15 min for all on a busy 2-core box)::
 
   nice -n 10 .venv/bin/python bench/planted_defects.py            # all
   .venv/bin/python bench/planted_defects.py --list                # names

@@ -6,8 +6,8 @@ scope) against the Keras models they were converted from, fed the
 ``FastBertTokenizer`` against the original ``FullTokenizer`` on the
 project's tokenizer corpora; bad input fed to the interpreter; a fresh
 process with numpy, ai_edge_litert and tensorflow_text only; the export and
-predict tools on a run directory. The real-weights accuracy table is
-``bench/bench_litert_accuracy.py``'s (bench/results/litert_*/).
+predict tools on a run directory. The real-weights accuracy tables are
+written by the scripts beside them in bench/results/litert_2026-12-02/.
 """
 
 import json

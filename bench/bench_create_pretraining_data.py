@@ -30,6 +30,7 @@ Run by hand (not a test)::
 """
 
 import argparse
+import glob
 import os
 import re
 import statistics
@@ -78,6 +79,8 @@ def run_ours(corpus, out, args, workdir, workers, name):
 
 
 def _run_ours_once(corpus, out, args, workdir, workers, name):
+  for old in glob.glob(out + "*"):  # a Beam rerun would skip the whole shards
+    os.remove(old)
   cmd = [sys.executable, os.path.join(ROOT, "tools", "create_pretraining_data.py"),
          "--input_file=" + corpus, "--output_file=" + out, "--vocab_file=" + args.vocab,
          "--dupe_factor=%d" % args.dupe_factor, "--random_seed=12345", "--noprogress"]

@@ -34,7 +34,8 @@ from bert_tf.modeling import models
 from bert_tf.modeling import multiple_choice
 from bert_tf.modeling import presets
 from bert_tf.modeling import tagging
-from conftest import MC_DIR, MOVIE_DIR, NER_DIR, ROOT, SQUAD_V1_DIR
+import hf_util  # pylint: disable=g-bad-import-order
+from conftest import MOVIE_DIR, NER_DIR, ROOT
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -56,28 +57,6 @@ def _tweets(n=4):
   words = [[l.split("\t")[0] for l in b.splitlines()] for b in blocks]
   tags = [[l.split("\t")[1] for l in b.splitlines()] for b in blocks]
   return [" ".join(w) for w in words], tags
-
-
-def _squad_pairs(n=3):
-  with open(os.path.join(SQUAD_V1_DIR, "dev.json"), encoding="utf-8") as f:
-    paragraphs = [p for a in json.load(f)["data"] for p in a["paragraphs"]][:n]
-  return [p["qas"][0]["question"] for p in paragraphs], [p["context"] for p in paragraphs]
-
-
-def _choices(n=2):
-  with open(os.path.join(MC_DIR, "dev.csv"), encoding="utf-8", newline="") as f:
-    rows = list(csv.DictReader(f))[:n]
-  return [r["sent1"] for r in rows], [[r["ending%d" % i] for i in range(4)] for r in rows]
-
-
-def _far_head(model, names, seed):
-  """Head parameters drawn from N(0, 0.5): far from transformers' init."""
-  gen = torch.Generator().manual_seed(seed)
-  with torch.no_grad():
-    for name, p in model.named_parameters():
-      if name.startswith(names):
-        p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
-  return model.eval()
 
 
 def _ours(enc):
@@ -103,26 +82,26 @@ def hf(minilm_dir, cropped_minilm_dir, tmp_path_factory):
 
   torch.manual_seed(0)
   named = {0: "negative", 1: "mixed", 2: "positive"}
-  dirs["seq_model"] = save("seq", _far_head(transformers.BertForSequenceClassification
+  dirs["seq_model"] = save("seq", hf_util.far_from_init(transformers.BertForSequenceClassification
                                             .from_pretrained(minilm_dir, id2label=named), ("classifier",), 1))
   cropped = cropped_minilm_dir
   cls = transformers.BertForSequenceClassification
-  dirs["multi_model"] = save("multi", _far_head(cls.from_pretrained(
+  dirs["multi_model"] = save("multi", hf_util.far_from_init(cls.from_pretrained(
       cropped, id2label=dict(enumerate(GENRES)), problem_type="multi_label_classification"),
       ("classifier",), 2))
-  dirs["reg_model"] = save("reg", _far_head(cls.from_pretrained(cropped, num_labels=1),
+  dirs["reg_model"] = save("reg", hf_util.far_from_init(cls.from_pretrained(cropped, num_labels=1),
                                             ("classifier",), 3))
   _, tags = _tweets()
   names = sorted({t for ts in tags for t in ts} | {"O", "B-person", "I-person"})
-  dirs["ner_model"] = save("ner", _far_head(transformers.BertForTokenClassification.from_pretrained(
+  dirs["ner_model"] = save("ner", hf_util.far_from_init(transformers.BertForTokenClassification.from_pretrained(
       cropped, id2label=dict(enumerate(names))), ("classifier",), 4))
-  dirs["qa_model"] = save("qa", _far_head(transformers.BertForQuestionAnswering.from_pretrained(
+  dirs["qa_model"] = save("qa", hf_util.far_from_init(transformers.BertForQuestionAnswering.from_pretrained(
       cropped), ("qa_outputs",), 5))
-  dirs["mc_model"] = save("mc", _far_head(transformers.BertForMultipleChoice.from_pretrained(
+  dirs["mc_model"] = save("mc", hf_util.far_from_init(transformers.BertForMultipleChoice.from_pretrained(
       cropped), ("classifier",), 6))
-  dirs["pt_model"] = save("pt", _far_head(transformers.BertForPreTraining.from_pretrained(
+  dirs["pt_model"] = save("pt", hf_util.far_from_init(transformers.BertForPreTraining.from_pretrained(
       cropped), ("cls.predictions.transform", "cls.seq_relationship", "cls.predictions.bias"), 7))
-  dirs["mlm_model"] = save("mlm", _far_head(transformers.BertForMaskedLM.from_pretrained(
+  dirs["mlm_model"] = save("mlm", hf_util.far_from_init(transformers.BertForMaskedLM.from_pretrained(
       cropped), ("cls.predictions.transform", "cls.predictions.bias"), 8))
   dirs["tok"] = tok
   dirs["root"] = root
@@ -214,7 +193,7 @@ def test_token_classifier_with_tag_names(hf):
 
 
 def test_question_answerer_and_multiple_choice(hf):
-  questions, contexts = _squad_pairs()
+  questions, contexts = hf_util.squad_pairs(3)
   enc = hf["tok"](questions, contexts, padding=True, truncation="only_second",
                   max_length=256, return_tensors="np")
   with torch.no_grad():
@@ -224,7 +203,7 @@ def test_question_answerer_and_multiple_choice(hf):
   for key in ("start_logits", "end_logits"):
     np.testing.assert_allclose(got[key].numpy()[mask], getattr(want, key).numpy()[mask],
                                atol=ATOL, err_msg=key)
-  context, endings = _choices()
+  context, endings = hf_util.choices()
   firsts = [c for c in context for _ in range(4)]
   enc = hf["tok"](firsts, [e for es in endings for e in es], padding=True, return_tensors="np")
   enc = {k: v.reshape(len(context), 4, -1) for k, v in enc.items()}

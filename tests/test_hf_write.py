@@ -38,7 +38,8 @@ from bert_tf import preprocessing
 from bert_tf.modeling import models
 from bert_tf.modeling import tagging
 from bert_tf.data import conll
-from conftest import MC_DIR, MOVIE_DIR, NER_DIR, SQUAD_V1_DIR, TINY_CONFIG, VOCAB
+import hf_util  # pylint: disable=g-bad-import-order
+from conftest import MOVIE_DIR, NER_DIR, TINY_CONFIG, VOCAB
 from conftest import require, run_tool
 
 torch = require("torch")
@@ -62,28 +63,6 @@ def _tweets(n=4):
   sentences = conll.read_conll(os.path.join(NER_DIR, "dev.txt"))[:n]
   return [" ".join(s.words) for s in sentences], conll.label_list_from(
       conll.read_conll(os.path.join(NER_DIR, "train.txt")))
-
-
-def _squad_pairs(n=2):
-  with open(os.path.join(SQUAD_V1_DIR, "dev.json"), encoding="utf-8") as f:
-    paragraphs = [p for a in json.load(f)["data"] for p in a["paragraphs"]][:n]
-  return [p["qas"][0]["question"] for p in paragraphs], [p["context"] for p in paragraphs]
-
-
-def _choices(n=2):
-  with open(os.path.join(MC_DIR, "dev.csv"), encoding="utf-8", newline="") as f:
-    rows = list(csv.DictReader(f))[:n]
-  return [r["sent1"] for r in rows], [[r["ending%d" % i] for i in range(4)] for r in rows]
-
-
-def _far(model, names, seed):
-  """Parameters under ``names`` drawn from N(0, 0.5): far from their init."""
-  gen = torch.Generator().manual_seed(seed)
-  with torch.no_grad():
-    for name, p in model.named_parameters():
-      if name.startswith(names):
-        p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
-  return model.eval()
 
 
 def _tensors(path):
@@ -121,7 +100,7 @@ def hf(minilm_dir, cropped_minilm_dir, tmp_path_factory):
       kwargs = dict(id2label=dict(enumerate(tags)))
     model = getattr(transformers, cls).from_pretrained(cropped_minilm_dir, **kwargs)
     d = str(root / name)
-    _far(model, far, i).save_pretrained(d)
+    hf_util.far_from_init(model, far, i).save_pretrained(d)
     tok.save_pretrained(d)
     out[name] = d
   return out
@@ -135,10 +114,10 @@ def _enc(tok, name, max_length):
     texts = _tweets()[0]
     return tok(texts, **pad), (texts,)
   if name == "qa":
-    q, c = _squad_pairs()
+    q, c = hf_util.squad_pairs(2)
     return tok(q, c, **dict(pad, truncation="only_second")), (q, c)
   if name == "mc":
-    context, endings = _choices()
+    context, endings = hf_util.choices()
     firsts = [c for c in context for _ in range(4)]
     seconds = [e for es in endings for e in es]
     enc = tok(firsts, seconds, **pad)

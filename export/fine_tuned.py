@@ -397,7 +397,8 @@ def write_saved_model(run: RunDir, what: str, export_dir: str,
     labels = None if cfg["is_regression"] else _labels(cfg, run.output_dir)
     return saved_model.export_classifier(
         run.model, pre, labels, export_dir, run.task_name, cfg["is_pair"], version,
-        is_regression=cfg["is_regression"], xla=xla, dtype=dtype)
+        is_regression=cfg["is_regression"], xla=xla, dtype=dtype,
+        multi_label=bool(cfg.get("multi_label")))
   if what == "squad":
     settings = {k: cfg[k] for k in SQUAD_SETTINGS if k in cfg}
     return squad_export.export_squad(

@@ -86,8 +86,7 @@ def load_preset(preset: str, task: Optional[str] = None,
 
   Raises:
     FineTunedDirError: the task cannot be told (pass ``--task``), an
-      unknown task, a multi-label classifier (the classifier export serves
-      softmax), a token classifier without tag names.
+      unknown task, a token classifier without tag names.
     CheckpointError, ConfigError, ParamsError: the preset's own (one line).
   """
   if task is not None and task not in TASKS:
@@ -125,11 +124,9 @@ def _load_preset(preset, task, max_seq_length, is_pair, num_choices):
   run_config = {"task_name": name, "max_seq_length": pre.max_seq_length,
                 "do_lower_case": pre.do_lower_case}
   if kind == "classifier":
-    if model.problem_type == "multi_label_classification":
-      raise _error("%s is a multi-label classifier: the classifier export serves softmax "
-                   "probabilities and one label, which would be wrong for it" % preset)
     regression = model.problem_type == "regression"
     run_config.update(is_pair=bool(is_pair), is_regression=regression,
+                      multi_label=model.problem_type == "multi_label_classification",
                       labels=None if regression else (
                           model.label_names or [str(i) for i in range(model.num_labels)]))
   elif kind == "ner":

@@ -566,6 +566,9 @@ def write_litert(run, what: str, export_dir: str, version: Optional[int] = None,
                             "options; use --quantize=dynamic_int8|float16",
                             argument="format")
   cfg = run.run_config
+  if what == "classifier" and cfg.get("multi_label"):
+    raise LiteRTExportError("--format=litert: a multi-label classifier exports as a "
+                            "SavedModel only (--format=saved_model)", argument="format")
   pre = None if what == "encoder" else preprocessor
   kwargs = dict(quantize=quantize, task_name=run.task_name, config=run.config,
                 max_seq_length=run.max_seq_length)

@@ -134,6 +134,12 @@ class ClassifierServingModule(tf.Module):
     is_pair: two string inputs (``text_a``, ``text_b``) instead of ``text``.
     is_regression: one output ``predictions`` float32 [B] (the single logit,
       original ``run_classifier`` regression head as in STS-B).
+    multi_label: a multi-label classifier (transformers' ``problem_type
+      "multi_label_classification"``, trained with a sigmoid per label):
+      outputs ``probabilities`` float32 [B, L] (sigmoid of each logit),
+      ``logits`` [B, L], ``label_mask`` bool [B, L] (probability >= 0.5,
+      as ``BertClassifier.predict_labels``) and ``labels`` string [B, L]
+      (the label's name where ``label_mask``, else "").
     xla: run the model body XLA-compiled (``jit_compile=True``) on bucketed
       shapes for small requests (:func:`xla_shapes`; larger ones as the
       plain graph; logits within float32 rounding of it). TF Serving runs it
@@ -149,7 +155,7 @@ class ClassifierServingModule(tf.Module):
   """
 
   def __init__(self, model, preprocessor, labels, is_pair=False,
-               is_regression=False, xla=False, dtype="float32"):
+               is_regression=False, xla=False, dtype="float32", multi_label=False):
     super().__init__(name="bert_classifier_serving")
     if dtype not in SERVING_DTYPES:
       raise ValueError("dtype must be one of %s, got %r" % (", ".join(SERVING_DTYPES), dtype))
@@ -164,6 +170,7 @@ class ClassifierServingModule(tf.Module):
     self.preprocessor = preprocessor
     self.is_pair = bool(is_pair)
     self.is_regression = bool(is_regression)
+    self.multi_label = bool(multi_label) and not self.is_regression
     if not self.is_regression:
       self.label_names = tf.constant([str(l) for l in labels])
     if self.is_pair:
@@ -186,6 +193,12 @@ class ClassifierServingModule(tf.Module):
       logits = tf.cast(base.serving_call(self, features), tf.float32)
     if self.is_regression:
       return {"predictions": logits[:, 0]}
+    if self.multi_label:
+      probabilities = tf.sigmoid(logits)
+      mask = probabilities >= 0.5
+      names = tf.broadcast_to(self.label_names, tf.shape(logits))
+      return {"probabilities": probabilities, "logits": logits, "label_mask": mask,
+              "labels": tf.where(mask, names, tf.zeros_like(names))}
     label_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
     return {"probabilities": tf.nn.softmax(logits, axis=-1), "logits": logits,
             "label_ids": label_ids,
@@ -288,12 +301,12 @@ def _text_requests(signature_name, is_pair):
 
 def export_classifier(model, preprocessor, labels, export_dir, task_name="",
                       is_pair=False, version=None, is_regression=False, xla=False,
-                      dtype="float32"):
+                      dtype="float32", multi_label=False):
   """Writes ``export_dir/<version>/`` (a classifier SavedModel); returns its path.
 
   Args:
-    model, preprocessor, labels, is_pair, is_regression, xla, dtype: see
-      :class:`ClassifierServingModule`.
+    model, preprocessor, labels, is_pair, is_regression, xla, dtype,
+      multi_label: see :class:`ClassifierServingModule`.
     export_dir: the model's base directory (TF Serving ``model_base_path``).
     task_name: recorded in the metadata file.
     version: integer version; default :func:`next_version`.
@@ -315,11 +328,12 @@ def export_classifier(model, preprocessor, labels, export_dir, task_name="",
       raise ValueError("export_classifier: %d labels for a model with %d outputs"
                        % (len(labels), num))
   module = ClassifierServingModule(model, preprocessor, labels, is_pair,
-                                   is_regression, xla, dtype)
+                                   is_regression, xla, dtype, multi_label)
   metadata = {
       "export": "classifier", "task": task_name, "task_name": task_name,
       "labels": None if labels is None else [str(l) for l in labels],
       "is_pair": bool(is_pair), "is_regression": bool(is_regression),
+      "multi_label": module.multi_label,
       "inputs": ["text_a", "text_b"] if is_pair else ["text"],
       "max_seq_length": preprocessor.max_seq_length,
       "do_lower_case": preprocessor.do_lower_case,

@@ -148,6 +148,19 @@ def test_multi_label_and_regression_by_problem_type(hf):
   again = models.BertClassifier.from_preset(path, preprocessor=True)
   assert (again.label_names, again.problem_type) == (GENRES, "multi_label_classification")
   assert again.predict_labels(texts, verbose=0) == want
+  # Served as it is (export_saved_model --from_preset's library path):
+  # sigmoid probabilities and the names at or above 0.5; LiteRT refuses it.
+  from bert_tf.export import fine_tuned  # pylint: disable=g-import-not-at-top
+  from bert_tf.export import from_preset  # pylint: disable=g-import-not-at-top
+  run = from_preset.load_preset(hf["multi"])
+  served = tf.saved_model.load(fine_tuned.export_run(run, None, str(hf["root"] / "multi_export"))
+                               ).signatures["serving_default"](text=tf.constant(texts))
+  np.testing.assert_allclose(served["probabilities"], 1 / (1 + np.exp(-logits)), atol=ATOL)
+  assert [[l.decode() for l in row if l] for row in served["labels"].numpy()] == want
+  with pytest.raises(errors.BertTfError, match="multi-label classifier exports as a "
+                     "SavedModel only"):
+    fine_tuned.export_run(run, None, str(hf["root"] / "multi_lite"), format="litert")
+  assert not os.path.exists(hf["root"] / "multi_lite")
 
 
 def test_a_keras_file_without_optimizer_state(tmp_path):

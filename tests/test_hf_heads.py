@@ -224,6 +224,15 @@ def test_question_answerer_and_multiple_choice(hf):
     want = hf["mc_model"](**{k: torch.tensor(v) for k, v in enc.items()}).logits.numpy()
   got = multiple_choice.BertMultipleChoice.from_preset(hf["mc"])(_ours(enc))
   np.testing.assert_allclose(got, want, atol=ATOL)
+  # Served from the preset (export_saved_model --from_preset's library path):
+  # transformers' softmax over the choices, from raw strings.
+  from bert_tf.export import fine_tuned  # pylint: disable=g-import-not-at-top
+  from bert_tf.export import from_preset  # pylint: disable=g-import-not-at-top
+  path = fine_tuned.export_run(from_preset.load_preset(hf["mc"]), None,
+                               str(hf["root"] / "mc_export"))
+  served = tf.saved_model.load(path).signatures["serving_default"](
+      context=tf.constant(context), endings=tf.constant(endings))
+  np.testing.assert_allclose(served["probabilities"], tf.nn.softmax(want, -1), atol=ATOL)
 
 
 def test_pretraining_and_masked_lm_heads(hf):

@@ -72,6 +72,20 @@ def test_impossible_schedule_is_refused_before_work(flag, word, tmp_path):
       f.endswith((".index", "eval_results.txt")) for _, _, fs in os.walk(out) for f in fs)
 
 
+@pytest.mark.parametrize("flag,word", [("--learning_rate=0", "learning_rate must be positive"),
+                                       ("--num_train_steps=0", "num_train_steps must be positive"),
+                                       ("--num_warmup_steps=-1", "num_warmup_steps must be >= 0")])
+def test_impossible_pretraining_schedule_is_refused_before_work(flag, word, tmp_path):
+  out = tmp_path / "out"
+  p = run_tool(["tools/run_pretraining.py", "--input_file=" + str(tmp_path / "none.tfrecord"),
+                "--bert_config_file=" + TINY_CONFIG, "--output_dir=" + str(out), "--do_train",
+                flag], check=False)
+  assert p.returncode != 0
+  (line,) = _lines(p.stderr)
+  assert line.startswith("run_pretraining: error: --" + word), line
+  assert not out.exists()
+
+
 # --- batch sizes against the rows of their split (issue 63 item 2) ----------
 
 

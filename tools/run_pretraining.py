@@ -94,6 +94,7 @@ def find_vocab_file(config_file):
 def prepare():
   """Checks the model config and ``--input_file`` before anything runs;
   the vocab file found for the params."""
+  pretraining.check_schedule(FLAGS)  # the flags bear the params' field names
   config_file, _ = model_config()
   documents.expand_input_files(FLAGS.input_file)
   return {"vocab_file": find_vocab_file(config_file)}

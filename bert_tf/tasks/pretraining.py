@@ -241,10 +241,32 @@ def vocab_size_of(vocab_file):
   return len(tokenization.load_vocab(vocab_file))
 
 
+def check_schedule(params) -> None:
+  """ParamsError naming the flag of a schedule that cannot train, which the
+  original's ``run_pretraining.py`` runs anyway: a learning rate or step
+  count that is not positive, a negative warm-up. A warm-up longer than
+  training stays allowed: it is what the original's defaults
+  (``--num_warmup_steps=10000``) make of every short run, whose learning
+  rate then ramps for the whole run.
+
+  Raises:
+    ParamsError: the first bad field, ``argument`` set to its name.
+  """
+  if not params.learning_rate > 0:  # also NaN
+    raise errors.ParamsError("learning_rate must be positive, got %g" % params.learning_rate,
+                             argument="learning_rate")
+  if params.num_train_steps < 1:
+    raise errors.ParamsError("num_train_steps must be positive, got %d" % params.num_train_steps,
+                             argument="num_train_steps")
+  if params.num_warmup_steps < 0:
+    raise errors.ParamsError("num_warmup_steps must be >= 0, got %d" % params.num_warmup_steps,
+                             argument="num_warmup_steps")
+
+
 def check_inputs(config, params, batch_records=None):
   """Everything that can be checked before any step runs.
 
-  Checks ``--max_seq_length`` against ``max_position_embeddings``, the vocab
+  Checks the schedule (:func:`check_schedule`), ``--max_seq_length`` against ``max_position_embeddings``, the vocab
   file's size against ``vocab_size``, that ``--input_file`` matches files,
   and (static pipeline) the first records of every shard: their widths
   against ``--max_seq_length`` / ``--max_predictions_per_seq`` and their
@@ -258,6 +280,7 @@ def check_inputs(config, params, batch_records=None):
     ``pretraining_input.RecordError``, naming the flag or file; InputError
     also when the records hold fewer instances than one training batch.
   """
+  check_schedule(params)
   if params.max_seq_length > config.max_position_embeddings:
     raise ValueError("--max_seq_length %d exceeds max_position_embeddings %d of "
                      "the BERT config" % (params.max_seq_length,

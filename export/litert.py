@@ -598,7 +598,8 @@ def print_summary(what: str, run, path: str) -> None:
             what, run.task_name, run.checkpoint, tflite, os.path.getsize(tflite) / 1e6,
             meta.get("quantize"), share["delegated"], share["ops"],
             100.0 * share["delegated"] / max(1, share["ops"]), share["partitions"],
-            "; %d length-bucket encoder subgraphs" % share["subgraphs"]
+            "; the encoder runs in %d length-bucket subgraphs, not in these counts "
+            "(LiteRT's Python API lists no operators of a subgraph)" % share["subgraphs"]
             if share["subgraphs"] else ""))
   for note in meta.get("token_differences") or ():
     print("warning: the in-graph tokenizer differs from the original's: " + note)

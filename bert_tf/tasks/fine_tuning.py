@@ -296,7 +296,8 @@ def check_training_schedule(params) -> None:
 
 
 def check_train_batch_size(batch_size: int, rows: int, rows_what: str,
-                           argument: str = "train_batch_size") -> None:
+                           argument: str = "train_batch_size",
+                           name: str = "train_batch_size") -> None:
   """ParamsError naming ``argument`` when a training batch would be larger
   than the rows it is drawn from (the rule of ``tools/tune.py``'s search).
 
@@ -312,17 +313,19 @@ def check_train_batch_size(batch_size: int, rows: int, rows_what: str,
       nothing checked).
     rows_what: what the rows are, for the message (``training examples of
       train.tsv``).
-    argument: the flag's name.
+    argument: the flag the error names (``search_space`` for a search's
+      grid of batch sizes).
+    name: the setting, as the message says it.
 
   Raises:
     ParamsError: ``batch_size`` < 1 or above ``rows``.
   """
   if batch_size < 1:
-    raise errors.ParamsError("%s must be positive, got %d" % (argument, batch_size),
+    raise errors.ParamsError("%s must be positive, got %d" % (name, batch_size),
                              argument=argument)
   if rows and batch_size > rows:
     raise errors.ParamsError("%s %d is above the %d %s: a batch draws distinct rows, "
-                             "use at most %d" % (argument, batch_size, rows, rows_what, rows),
+                             "use at most %d" % (name, batch_size, rows, rows_what, rows),
                              argument=argument)
 
 

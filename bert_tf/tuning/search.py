@@ -35,6 +35,7 @@ from bert_tf import run_dir as run_dir_lib
 from bert_tf import runner
 from bert_tf import training
 from bert_tf.tasks import classification
+from bert_tf.tasks import fine_tuning
 from bert_tf.tasks import squad
 from bert_tf.tasks import swag
 from bert_tf.tasks import tagging
@@ -215,11 +216,9 @@ class Search:
     rows = self.task.train_rows or len(getattr(self.task, "train", []) or [])
     values = self.space.params.get("train_batch_size", [self.base.train_batch_size])
     largest = max(values) if isinstance(values, list) else values.high
-    if rows and largest > rows:
-      raise errors.ParamsError(
-          "train_batch_size %d is above the %d training rows the search trains on"
-          % (largest, rows), argument="train_batch_size"
-          if "train_batch_size" not in self.space.params else "search_space")
+    fine_tuning.check_train_batch_size(
+        largest, rows, "training rows the search trains on", argument="train_batch_size"
+        if "train_batch_size" not in self.space.params else "search_space")
 
   # --- the study ------------------------------------------------------------
 

@@ -41,6 +41,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from bert_tf import errors
+from bert_tf import io_utils
 
 SCHEME = "hf://"
 CONFIG = "config.json"
@@ -157,13 +158,7 @@ def read_config(model_dir: str) -> dict:
       ``bert`` (naming the file and the type).
   """
   path = os.path.join(model_dir, CONFIG)
-  try:
-    with open(path, encoding="utf-8") as f:
-      d = json.load(f)
-  except (OSError, ValueError) as e:
-    raise _error("cannot read Hugging Face config %s: %s" % (path, e)) from e
-  if not isinstance(d, dict):
-    raise _error("%s: not a JSON object" % path)
+  d = io_utils.read_json_object(path, _error)
   model_type = d.get("model_type", "bert")
   if model_type != "bert":
     raise _error("%s: model_type %r is not bert; bert_tf loads BERT models only "
@@ -376,16 +371,8 @@ class Tokenizer:
 
 
 def _read_json(path: str) -> Optional[dict]:
-  if not os.path.exists(path):
-    return None
-  try:
-    with open(path, encoding="utf-8") as f:
-      value = json.load(f)
-  except (OSError, ValueError) as e:
-    raise _error("cannot read %s: %s" % (path, e), argument="preprocessor") from e
-  if not isinstance(value, dict):
-    raise _error("%s: not a JSON object" % path, argument="preprocessor")
-  return value
+  return io_utils.read_json_object(
+      path, lambda message: _error(message, argument="preprocessor"), missing_ok=True)
 
 
 def _normalizer_case(normalizer: Optional[dict], path: str) -> Optional[bool]:

@@ -1,13 +1,46 @@
-"""Atomic file output: write to a temporary name, rename when whole.
+"""Atomic file output: write to a temporary name, rename when whole; and
+reading back the small JSON settings files that runs and models carry.
 
 A killed job never leaves a file that looks complete: readers only ever see
 either nothing or the finished file under its final name.
 """
 
 import contextlib
+import json
 import os
 import shutil
 import tempfile
+from typing import Callable, Optional
+
+
+def read_json_object(path: str, error: Callable[[str], Exception],
+                     missing_ok: bool = False) -> Optional[dict]:
+  """The JSON object in ``path`` (``config.json``, a run's settings file...).
+
+  Args:
+    path: the file.
+    error: makes the exception to raise from a one-line message that names
+      ``path`` (the caller's error class and flag).
+    missing_ok: a missing file gives None instead of an error.
+
+  Returns:
+    the dict; None when ``path`` is missing and ``missing_ok``.
+
+  Raises:
+    ``error("<path>: unreadable (<reason>)")``: missing (unless
+    ``missing_ok``), unreadable or not JSON; ``error("<path>: not a JSON
+    object")``: valid JSON of another type.
+  """
+  if missing_ok and not os.path.exists(path):
+    return None
+  try:
+    with open(path, encoding="utf-8") as f:
+      value = json.load(f)
+  except (OSError, ValueError) as e:
+    raise error("%s: unreadable (%s)" % (path, e)) from e
+  if not isinstance(value, dict):
+    raise error("%s: not a JSON object" % path)
+  return value
 
 
 def temp_name(path):

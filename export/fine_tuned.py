@@ -48,7 +48,6 @@ another format is one module and one entry there.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from typing import Callable, Dict, List, Optional
 
@@ -56,6 +55,7 @@ import tensorflow as tf
 
 from bert_tf import config as config_lib
 from bert_tf import errors
+from bert_tf import io_utils
 from bert_tf import preprocessing
 from bert_tf import run_dir
 from bert_tf.modeling import encoder as encoder_lib
@@ -175,14 +175,7 @@ def run_kind(output_dir: str) -> str:
 
 
 def _read_json(path: str) -> dict:
-  try:
-    with open(path, encoding="utf-8") as f:
-      value = json.load(f)
-  except (OSError, ValueError) as e:
-    raise FineTunedDirError("%s: unreadable (%s)" % (path, e)) from e
-  if not isinstance(value, dict):
-    raise FineTunedDirError("%s: not a JSON object" % path)
-  return value
+  return io_utils.read_json_object(path, FineTunedDirError)
 
 
 def _checkpoint(output_dir: str, checkpoint: Optional[str]) -> str:

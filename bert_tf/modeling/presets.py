@@ -45,6 +45,7 @@ from bert_tf import checkpoints
 from bert_tf import config as config_lib
 from bert_tf import errors
 from bert_tf import huggingface
+from bert_tf import io_utils
 from bert_tf import preprocessing
 from bert_tf import run_dir
 
@@ -121,10 +122,10 @@ def _is_prefix(path: str) -> bool:
 
 
 def _read_json(path: str) -> Optional[dict]:
-  if not os.path.exists(path):
-    return None
-  with open(path, encoding="utf-8") as f:
-    return json.load(f)
+  """A run directory's settings file (None when it is not there)."""
+  return io_utils.read_json_object(
+      path, lambda message: errors.ConfigError("from_preset: " + message, argument="preset"),
+      missing_ok=True)
 
 
 def load_keras_file(path: str) -> keras.Model:

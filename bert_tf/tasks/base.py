@@ -26,10 +26,34 @@ Example (a sketch; see ``tests/test_runner.py`` for a complete task)::
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Mapping, Optional
+from typing import Callable, Mapping, Optional, Sequence
 
 import keras
 import tensorflow as tf
+
+from bert_tf import errors
+
+
+def require_positive(name: str, value, argument: Optional[str] = None) -> None:
+  """ParamsError ``"<name> must be positive, got <value>"`` when ``value``
+  is not above 0 (NaN included), naming ``argument`` (default ``name``): a
+  flag the original runs with anyway (0 epochs, a negative learning rate).
+
+  Raises:
+    bert_tf.errors.ParamsError: as above.
+  """
+  if not value > 0:
+    raise errors.ParamsError("%s must be positive, got %g" % (name, value),
+                             argument=argument or name)
+
+
+def check_positive(params, names: Sequence[str]) -> None:
+  """:func:`require_positive` of each of ``names`` on ``params`` (None
+  passes: an optional limit left unset); the first bad one is raised."""
+  for name in names:
+    value = getattr(params, name)
+    if value is not None:
+      require_positive(name, value)
 
 
 @dataclasses.dataclass

@@ -260,16 +260,6 @@ def adopt_run_casing(params, recorded: Optional[bool], init_checkpoint: str) -> 
       "directory records): drop the flag" % init_checkpoint, argument="do_lower_case")
 
 
-def check_positive(params, names: Sequence[str]) -> None:
-  """ParamsError naming the first of ``names`` whose value is <= 0 (None
-  passes: an optional limit left unset)."""
-  for name in names:
-    value = getattr(params, name)
-    if value is not None and value <= 0:
-      raise errors.ParamsError("%s must be positive, got %d" % (name, value),
-                               argument=name)
-
-
 def check_training_schedule(params) -> None:
   """ParamsError naming the flag of a schedule that cannot train: a
   learning rate or epoch count that is not positive (the original trains on
@@ -283,11 +273,7 @@ def check_training_schedule(params) -> None:
   Raises:
     ParamsError: the first bad field, ``argument`` set to its name.
   """
-  for name in ("learning_rate", "num_train_epochs"):
-    value = getattr(params, name)
-    if not value > 0:  # also NaN
-      raise errors.ParamsError("%s must be positive, got %g" % (name, value),
-                               argument=name)
+  base.check_positive(params, ("learning_rate", "num_train_epochs"))
   if not 0 <= params.warmup_proportion <= 1:
     raise errors.ParamsError(
         "warmup_proportion must be in [0, 1] (the share of the training steps "
@@ -320,9 +306,7 @@ def check_train_batch_size(batch_size: int, rows: int, rows_what: str,
   Raises:
     ParamsError: ``batch_size`` < 1 or above ``rows``.
   """
-  if batch_size < 1:
-    raise errors.ParamsError("%s must be positive, got %d" % (name, batch_size),
-                             argument=argument)
+  base.require_positive(name, batch_size, argument)
   if rows and batch_size > rows:
     raise errors.ParamsError("%s %d is above the %d %s: a batch draws distinct rows, "
                              "use at most %d" % (name, batch_size, rows, rows_what, rows),
@@ -508,7 +492,7 @@ class FineTuningTask(base.Task):
     self.num_train_steps = 1
     if self.do_train:
       check_training_schedule(p)
-      check_positive(p, ("train_batch_size",))
+      base.check_positive(p, ("train_batch_size",))
       self.num_train_steps = max(1, int(rows / p.train_batch_size * p.num_train_epochs))
 
   # --- what --max_seq_length cuts, batches against the rows -------------

@@ -252,12 +252,7 @@ def check_schedule(params) -> None:
   Raises:
     ParamsError: the first bad field, ``argument`` set to its name.
   """
-  if not params.learning_rate > 0:  # also NaN
-    raise errors.ParamsError("learning_rate must be positive, got %g" % params.learning_rate,
-                             argument="learning_rate")
-  if params.num_train_steps < 1:
-    raise errors.ParamsError("num_train_steps must be positive, got %d" % params.num_train_steps,
-                             argument="num_train_steps")
+  base.check_positive(params, ("learning_rate", "num_train_steps"))
   if params.num_warmup_steps < 0:
     raise errors.ParamsError("num_warmup_steps must be >= 0, got %d" % params.num_warmup_steps,
                              argument="num_warmup_steps")

@@ -51,6 +51,7 @@ from bert_tf import tokenization
 from bert_tf.data import squad as squad_data
 from bert_tf.modeling import models
 from bert_tf.params import field
+from bert_tf.tasks import base
 from bert_tf.tasks import fine_tuning
 
 RUN_CONFIG = run_dir.SQUAD_CONFIG
@@ -359,8 +360,8 @@ class QuestionAnsweringTask(fine_tuning.FineTuningTask):
       raise errors.ParamsError("epochs_over must be one of %s, got %r"
                                % (", ".join(EPOCHS_OVER), p.epochs_over),
                                argument="epochs_over")
-    fine_tuning.check_positive(p, ("train_batch_size", "predict_batch_size",
-                                   "n_best_size", "max_answer_length"))
+    base.check_positive(p, ("train_batch_size", "predict_batch_size",
+                             "n_best_size", "max_answer_length"))
     config, vocab_file = resolve_config_and_vocab(p)
     fine_tuning.check_max_seq_length(
         p, config, "Cannot use sequence length %d because the BERT model was only "

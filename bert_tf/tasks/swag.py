@@ -39,6 +39,7 @@ from bert_tf.data import classifier_data
 from bert_tf.data import swag as swag_data
 from bert_tf.modeling import multiple_choice
 from bert_tf.params import field
+from bert_tf.tasks import base
 from bert_tf.tasks import fine_tuning
 
 RUN_CONFIG = run_dir.SWAG_CONFIG
@@ -211,8 +212,8 @@ class MultipleChoiceTask(fine_tuning.FineTuningTask):
                do_eval: Optional[bool] = None, do_predict: Optional[bool] = None):
     self.params = p = params
     self._set_actions(do_train, do_eval, do_predict)
-    fine_tuning.check_positive(p, ("train_batch_size", "eval_batch_size",
-                                   "predict_batch_size", "max_examples"))
+    base.check_positive(p, ("train_batch_size", "eval_batch_size",
+                             "predict_batch_size", "max_examples"))
     self._set_preprocessor(*resolve_config_and_vocab(p))
     self.num_choices = self.recorded_setting("num_choices")
     self.train = self._read("train_file", True) if self.do_train else []

@@ -40,6 +40,7 @@ from bert_tf.data import classifier_data
 from bert_tf.data import conll
 from bert_tf.modeling import tagging
 from bert_tf.params import field
+from bert_tf.tasks import base
 from bert_tf.tasks import fine_tuning
 
 RUN_CONFIG = tagging.TAGGING_RUN_CONFIG
@@ -170,8 +171,8 @@ class TokenTaggingTask(fine_tuning.FineTuningTask):
   def __init__(self, params: NerParams):
     self.params = p = params
     self._set_actions()
-    fine_tuning.check_positive(p, ("train_batch_size", "eval_batch_size",
-                                   "predict_batch_size", "doc_stride", "max_examples"))
+    base.check_positive(p, ("train_batch_size", "eval_batch_size",
+                             "predict_batch_size", "doc_stride", "max_examples"))
     self._set_preprocessor(*fine_tuning.resolve_config_and_vocab(
         p, config_dirs=(p.output_dir,), check_files=True, check_config=True))
     self.tagging_preprocessor = tagging.TaggingPreprocessor(self.preprocessor,

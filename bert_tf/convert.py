@@ -472,7 +472,7 @@ def preset_task(loader) -> Tuple[Optional[str], bool]:
         arch == "BertForPreTraining")
   if isinstance(loader, presets.HuggingFaceLoader):
     arch = loader.architecture()
-    tensors = checkpoints.read_hf_tensors(loader.preset)[0]
+    tensors = loader.head_tensors()
     nsp = "cls.seq_relationship.weight" in tensors
     if arch in _ARCH_TASKS.values():
       return {v: k for k, v in _ARCH_TASKS.items()}[arch], nsp

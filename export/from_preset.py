@@ -19,9 +19,9 @@ file's model class, a run's own settings file; else ``task`` names it.
 import os
 from typing import Optional
 
+from bert_tf import convert
 from bert_tf import errors
 from bert_tf import huggingface
-from bert_tf import run_dir
 from bert_tf.export import fine_tuned
 from bert_tf.modeling import encoder as encoder_lib
 from bert_tf.modeling import models
@@ -32,9 +32,6 @@ from bert_tf.modeling import tagging
 # --task names -> the run kinds of bert_tf.export.fine_tuned.
 TASKS = {"classifier": "classifier", "squad": "squad", "ner": "ner", "swag": "swag",
          "encoder": fine_tuned.PRETRAINING}
-_KERAS_KINDS = {"BertClassifier": "classifier", "BertQuestionAnswerer": "squad",
-                "BertTokenClassifier": "ner", "BertMultipleChoice": "swag",
-                "BertPretrainer": fine_tuned.PRETRAINING, "BertEncoder": fine_tuned.PRETRAINING}
 # The original run_squad.py's --max_seq_length default.
 SQUAD_SEQ = 384
 
@@ -44,19 +41,11 @@ def _error(message: str, argument: str = "from_preset") -> errors.FineTunedDirEr
 
 
 def preset_kind(loader: presets.PresetLoader) -> Optional[str]:
-  """The run kind of a preset (see the module docstring), or None."""
-  if isinstance(loader, presets.HuggingFaceLoader):
-    arch = loader.architecture()
-    kind = huggingface.ARCHITECTURES.get(arch, (None,))[0]
-    return fine_tuned.PRETRAINING if kind in ("encoder", "pretraining") else kind
-  if isinstance(loader, presets.KerasFileLoader):
-    return _KERAS_KINDS.get(type(loader.keras_model()).__name__)
-  kinds = run_dir.run_kinds(loader.run_dir)
-  if len(kinds) == 1:
-    return kinds[0]
-  if loader.num_labels(models.CLASSIFIER_TASK):  # an original fine-tuned classifier
-    return "classifier"
-  return fine_tuned.PRETRAINING if not kinds else None
+  """The run kind of a preset, or None (cannot be told): the task of
+  :func:`bert_tf.convert.preset_task`, an encoder or pretraining model
+  served as the encoder (``fine_tuned.PRETRAINING``)."""
+  task = convert.preset_task(loader)[0]
+  return fine_tuned.PRETRAINING if task in ("encoder", "pretraining") else task
 
 
 def _vocab_file(pre) -> str:

@@ -476,7 +476,8 @@ class HuggingFaceLoader(PresetLoader):
     """``config.json``'s first ``architectures`` entry, or None."""
     return huggingface.architecture(self.hf_config())
 
-  def _head_tensors(self) -> dict:
+  def head_tensors(self) -> dict:
+    """The directory's tensors by transformers name (numpy), read once."""
     if self._tensors is None:
       self._tensors = checkpoints.read_hf_tensors(self.preset)[0]
     return self._tensors
@@ -515,7 +516,7 @@ class HuggingFaceLoader(PresetLoader):
       return
     if arch in task.hf_architectures or arch == "BertModel":
       return
-    if callable(task.hf_head) or not any(n in self._head_tensors() for n in task.hf_head):
+    if callable(task.hf_head) or not any(n in self.head_tensors() for n in task.hf_head):
       return
     kind, cls = huggingface.ARCHITECTURES[arch]
     raise errors.CheckpointError(
@@ -528,7 +529,7 @@ class HuggingFaceLoader(PresetLoader):
     if task.hf_num_labels is None:
       return None
     self._check_architecture(task)
-    bias = self._head_tensors().get(task.hf_num_labels)
+    bias = self.head_tensors().get(task.hf_num_labels)
     return None if bias is None else int(bias.shape[0])
 
   def labels(self, task: Task) -> Optional[List[str]]:
@@ -562,7 +563,7 @@ class HuggingFaceLoader(PresetLoader):
       return
     loaded = task.load_hf_head(model, self.preset)
     head = task.hf_head(model) if callable(task.hf_head) else task.hf_head
-    missing = [n for n in head if n not in self._head_tensors()]
+    missing = [n for n in head if n not in self.head_tensors()]
     if not missing:
       return
     arch = self.architecture()

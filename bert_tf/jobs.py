@@ -68,7 +68,8 @@ def run_pretraining(config: config_lib.BertConfig,
     strategy: a ``tf.distribute.Strategy``.
     do_train: train to ``num_train_steps`` (or ``stop_at_step``).
     do_eval: evaluate after training.
-    print_fn: progress lines go here (one per ``iterations_per_loop``).
+    print_fn: progress lines go here (every ``iterations_per_loop`` steps and
+      about every minute: :class:`bert_tf.training.ProgressCadence`).
     on_finish: optional ``on_finish(model, optimizer)`` called at the end.
 
   Returns:

@@ -98,7 +98,7 @@ class SquadParams(fine_tuning.RunFlagsParams):
   epochs_over: str = field("examples", "What --num_train_epochs counts: 'examples' (the original: int(questions / train_batch_size * epochs) steps, so an epoch trains on fewer windows than a long context makes) or 'features' (Hugging Face's Trainer: ceil(epochs * ceil(windows / train_batch_size)) steps, every window once per epoch).", choices=EPOCHS_OVER)
   warmup_proportion: float = field(0.1, "Proportion of training to perform linear learning rate warmup for.")
   save_checkpoints_steps: int = field(1000, "How often to save the model checkpoint.")
-  iterations_per_loop: int = field(1000, "Steps per loop (and per progress line).")
+  iterations_per_loop: int = field(1000, "Steps per host loop (the most per tf.function call) and per progress line; a progress line also comes at least about every minute.")
   # Added.
   seed: int = field(12345, "Example shuffle, dropout and initialization seed (12345: the original's example order).")
   keep_best: bool = field(False, "Keep the model of the best evaluation in OUTPUT_DIR/best/ (evaluation runs once, after training).")

@@ -100,7 +100,7 @@ def main(argv):
     if FLAGS.export_dir:
       path = export.export_encoder_all_layers(
           extractor.encoder, FLAGS.export_dir, vocab_file=extractor.vocab_file,
-          do_lower_case=FLAGS.do_lower_case, max_seq_length=FLAGS.max_seq_length,
+          do_lower_case=extractor.do_lower_case, max_seq_length=FLAGS.max_seq_length,
           preserve_unused_tokens=FLAGS.preserve_unused_tokens)
       print("%s: SavedModel written to %s" % (TOOL, path))
   except _common.REPORTED as e:

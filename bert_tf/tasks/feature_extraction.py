@@ -24,8 +24,8 @@ Differences from the original, none visible in the output file:
 from __future__ import annotations
 
 import itertools
-import os
 import time
+import types
 from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from absl import logging
@@ -39,60 +39,41 @@ from bert_tf import io_utils
 from bert_tf import tokenization
 from bert_tf.data import extract
 from bert_tf.modeling import encoder as encoder_lib
+from bert_tf.tasks import fine_tuning
 
 WINDOW_BATCHES = 16
 
 
 def resolve_config_and_vocab(init_checkpoint: str, bert_config_file: Optional[str] = None,
-                             vocab_file: Optional[str] = None
-                             ) -> Tuple["config_lib.BertConfig", str]:
-  """``(BertConfig, vocab_file)``: the flags, else a Hugging Face
-  ``--init_checkpoint``'s ``config.json`` / ``vocab.txt``, else
-  ``bert_config.json`` / ``vocab.txt`` beside the checkpoint.
+                             vocab_file: Optional[str] = None, do_lower_case: bool = True
+                             ) -> Tuple["config_lib.BertConfig", str, bool]:
+  """``(BertConfig, vocab_file, do_lower_case)`` of the flags: the files of
+  :func:`bert_tf.tasks.fine_tuning.resolve_config_and_vocab`, which every
+  training tool uses (the flags, else a Hugging Face ``--init_checkpoint``'s
+  ``config.json`` / ``vocab.txt``, else ``bert_config.json`` / ``vocab.txt``
+  beside the checkpoint, else the vocab and casing a run directory of ours
+  carries), each flag's file checked to exist, and the vocab's size checked
+  against the config.
+
+  Args:
+    init_checkpoint: a checkpoint prefix, a run or Hugging Face directory,
+      ``hf://ORG/NAME``.
+    bert_config_file, vocab_file: the flags (None: found as above).
+    do_lower_case: the flag; its default (True) becomes the casing a run
+      directory records.
 
   Raises:
     CheckpointError: ``init_checkpoint`` does not exist;
-    ConfigError / VocabError / InputError: naming the flag (``argument``).
+    ConfigError / VocabError / InputError / ParamsError: naming the flag
+    (``argument``).
   """
-  init_checkpoint = checkpoints.local_checkpoint(init_checkpoint)  # hf://ORG/NAME too
-  if not (os.path.exists(init_checkpoint) or tf.io.gfile.glob(init_checkpoint + ".index")
-          or tf.io.gfile.glob(init_checkpoint + "*.index")):
-    raise errors.CheckpointError("%r does not exist" % init_checkpoint,
-                                 argument="init_checkpoint")
-  hf = init_checkpoint if checkpoints.is_hf_dir(init_checkpoint) else None
-  if bert_config_file:
-    if not os.path.exists(bert_config_file):
-      raise errors.InputError("%r does not exist" % bert_config_file,
-                              argument="bert_config_file")
-    config = config_lib.BertConfig.from_json_file(bert_config_file)
-    config_dir = os.path.dirname(os.path.abspath(bert_config_file))
-  elif hf:
-    config, config_dir = checkpoints.read_hf_config(hf), hf
-  else:
-    config_dir = (init_checkpoint if os.path.isdir(init_checkpoint)
-                  else os.path.dirname(os.path.abspath(init_checkpoint)))
-    path = os.path.join(config_dir, "bert_config.json")
-    if not os.path.exists(path):
-      raise errors.ConfigError("bert_config_file is required unless init_checkpoint "
-                               "is a Hugging Face BERT directory or has a "
-                               "bert_config.json beside it",
-                               argument="bert_config_file")
-    config = config_lib.BertConfig.from_json_file(path)
-  if vocab_file:
-    if not os.path.exists(vocab_file):
-      raise errors.InputError("%r does not exist" % vocab_file, argument="vocab_file")
-  elif hf and checkpoints.hf_vocab_file(hf):
-    vocab_file = checkpoints.hf_vocab_file(hf)
-  else:
-    for d in (hf, config_dir):
-      if d and os.path.exists(os.path.join(d, "vocab.txt")):
-        vocab_file = os.path.join(d, "vocab.txt")
-        break
-    else:
-      raise errors.VocabError("vocab_file is required unless init_checkpoint is a "
-                              "Hugging Face BERT directory", argument="vocab_file")
+  params = types.SimpleNamespace(init_checkpoint=init_checkpoint,
+                                 bert_config_file=bert_config_file,
+                                 vocab_file=vocab_file, do_lower_case=do_lower_case)
+  config, vocab_file = fine_tuning.resolve_config_and_vocab(params, check_files=True,
+                                                            check_config=True)
   config_lib.check_vocab_size(len(tokenization.load_vocab(vocab_file)), config, vocab_file)
-  return config, vocab_file
+  return config, vocab_file, params.do_lower_case
 
 
 class FeatureExtractor:
@@ -131,6 +112,7 @@ class FeatureExtractor:
     self.max_seq_length = int(max_seq_length)
     self.batch_size = int(batch_size)
     self.vocab_file = vocab_file
+    self.do_lower_case = bool(do_lower_case)
     self.preserve_unused_tokens = bool(preserve_unused_tokens)
     self.tokenizer = tokenization.FullTokenizer(
         vocab_file, do_lower_case=do_lower_case,
@@ -154,8 +136,8 @@ class FeatureExtractor:
     Raises:
       CheckpointError, ConfigError, VocabError, InputError, ParamsError.
     """
-    config, vocab_file = resolve_config_and_vocab(init_checkpoint, bert_config_file,
-                                                  vocab_file)
+    config, vocab_file, kwargs["do_lower_case"] = resolve_config_and_vocab(
+        init_checkpoint, bert_config_file, vocab_file, kwargs.get("do_lower_case", True))
     encoder = encoder_lib.BertEncoder(config, name="bert")
     what = checkpoints.load_encoder_weights(encoder, init_checkpoint)
     logging.info("extract_features: loaded %s", what)

@@ -45,15 +45,27 @@ the SavedModel, listed in :data:`TOKEN_DIFFERENCES` and warned at export:
   fractions, Roman numerals and final sigma tokenize differently (measured:
   8 of 4,535 corpus lines uncased, 0 cased, besides the control characters).
 
-Task outputs that the LiteRT runtime cannot compute are reduced: NER
-answers per whitespace word (``WhitespaceTokenizer``, a LiteRT kernel) with
-``tags`` string [B, W] ("" as padding), ``tag_ids`` int32 [B, W] (-1),
-``num_words`` int32 [B] and ``truncated`` bool [B] from the first window of
-``max_seq_length`` pieces (words past it get ``O``, as the SavedModel's
-words past ``max_windows``), plus the per-piece ``logits`` [B, S, L]; no
-doc-stride windows, no ``words`` strings (LiteRT's ``RaggedTensorToTensor``
-has no string kernel), no entity spans or character offsets; SQuAD is refused (its doc-stride windows and span choice
-are ragged and string ops that have no LiteRT kernel), before any work.
+NER answers what the NER SavedModel (:mod:`bert_tf.export.tagging`)
+answers, every output (:data:`NER_OUTPUTS`: ``words``, ``tags``,
+``num_words``, ``word_start_char`` / ``word_end_char``, ``entity_type``,
+``entity_text``, ``entity_start_char`` / ``entity_end_char``,
+``num_entities``, ``truncated``) with its dtypes and padding, in dense ops
+(:func:`tag_sentences`): the words are split on ``str.split()``'s
+whitespace from the sentence's bytes (tensorflow-text ``ByteSplitter``;
+offsets counted in code points), cut out with ``ByteSplitByOffsets`` (the
+one substring kernel LiteRT has), each word tokenized alone, the pieces
+read in doc-stride windows of ``max_seq_length`` as the SavedModel (all
+windows of the batch, [B * K, S], through one encoder call; K the batch's
+most, at most ``max_windows``), each word given the argmax at its first
+piece in its max-context window (run_squad's float64 score compared as
+exact ranks, :func:`max_context_ranks`), and entities found with
+conlleval's chunk rules (:func:`entities`). Strings are padded with "" by
+gathering from tables that end with an empty substring (LiteRT
+concatenates no strings). SQuAD is refused (its question + context
+windows and span choice are not written in these ops), before any work.
+
+The preprocessor and features exports carry a second signature, ``pair``
+(``text_a``, ``text_b``), as their SavedModels do.
 
 Source: tensorflow-text's LiteRT guide (``FastBertTokenizer`` in TFLite,
 ``tflite_registrar``), MediaPipe Model Maker's BERT text classifier, and
@@ -63,8 +75,10 @@ quantization.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import tempfile
 import warnings
 from typing import Dict, List, Optional, Sequence
 
@@ -75,6 +89,8 @@ from bert_tf import errors
 from bert_tf import io_utils
 from bert_tf.export import base
 from bert_tf.export import client
+from bert_tf.export import tagging as tagging_export
+from bert_tf.modeling import tagging
 
 MODEL_FILE = client.TFLITE_FILE
 QUANTIZE = ("none", "dynamic_int8", "float16")
@@ -87,6 +103,8 @@ WHATS = ("classifier", "ner", "swag", "preprocessor", "encoder", "features")
 REFUSED = {"squad": "SQuAD's doc-stride windows, offsets and best-span choice are "
                     "ragged and string ops with no LiteRT kernel; export it as "
                     "--format=saved_model"}
+# The NER signature's outputs: the SavedModel's, every one.
+NER_OUTPUTS = tagging_export.OUTPUTS
 TOKEN_DIFFERENCES = (
     "control and format characters (\\x00, \\x07, U+200B, U+00AD...) split a word "
     "where the original deletes them and joins its halves",
@@ -174,6 +192,302 @@ def pack_segments(preprocessor, segments: Sequence[tf.RaggedTensor]) -> Dict[str
   return {"input_ids": ids, "input_mask": mask, "segment_ids": segment_ids}
 
 
+def _whitespace_ranges():
+  """Python ``str.isspace`` as inclusive code point ranges (the SavedModel's
+  split, :data:`bert_tf.modeling.tagging.WHITESPACE`)."""
+  out = []
+  for c in range(0x110000):
+    if chr(c).isspace():
+      if out and out[-1][1] == c - 1:
+        out[-1][1] = c
+      else:
+        out.append([c, c])
+  return tuple(tuple(r) for r in out)
+
+
+WHITESPACE_RANGES = _whitespace_ranges()
+
+
+def _shift(x, k):
+  """``x`` [B, N] int32 moved k columns right (zeros enter on the left)."""
+  zeros = tf.zeros(tf.stack([tf.shape(x)[0], k]), x.dtype)
+  return tf.concat([zeros, x], 1)[:, :tf.shape(x)[1]]
+
+
+def _column(x):
+  """The first column of ``x`` [B, N] as zeros [B, 1] (also when N is 0)."""
+  return tf.zeros_like(tf.reduce_sum(x, 1, keepdims=True))
+
+
+def substrings(sentence: tf.Tensor, counts, start_byte, end_byte) -> tf.Tensor:
+  """``sentence[row][start:end]`` (bytes) of each of N ranges, with one ""
+  after them: string [N + 1], so that index N pads a dense gather.
+
+  Args:
+    sentence: string [B] (B >= 1); counts: int [B], ranges per row;
+      start_byte, end_byte: int [N], the ranges in row-major order.
+
+  LiteRT has no substring kernel of core TensorFlow; tensorflow-text's
+  ``ByteSplitByOffsets`` is one, and an empty range after the last row's
+  gives the "" (LiteRT concatenates no strings).
+
+  Raises (when run):
+    RuntimeError: an empty batch (no row to hold the "").
+  """
+  import tensorflow_text as text  # pylint: disable=g-import-not-at-top
+  batch = tf.shape(sentence)[0]
+  counts = tf.cast(counts, tf.int64) + tf.one_hot(batch - 1, batch, dtype=tf.int64)
+  zero = tf.zeros([1], tf.int32)
+  starts = tf.concat([tf.cast(start_byte, tf.int32), zero], 0)
+  ends = tf.concat([tf.cast(end_byte, tf.int32), zero], 0)
+  return text.ByteSplitter().split_by_offsets(
+      sentence, tf.RaggedTensor.from_row_lengths(starts, counts, validate=False),
+      tf.RaggedTensor.from_row_lengths(ends, counts, validate=False)).flat_values
+
+
+def split_words_bytes(sentence: tf.Tensor) -> dict:
+  """Whitespace words of ``sentence`` string [B] from its bytes (dense ops).
+
+  The split of :func:`bert_tf.modeling.tagging.split_words` (Python
+  ``str.split()``'s whitespace, :data:`WHITESPACE_RANGES`; NUL is not
+  whitespace) on valid UTF-8: tensorflow-text ``ByteSplitter`` gives the
+  bytes, each code point's value is decoded at its lead byte, and offsets
+  are counted in code points (a code point starts at every byte that is not
+  ``10xxxxxx``).
+
+  Returns:
+    dict: ``row``, ``start_byte``, ``end_byte``, ``start_char``,
+    ``end_char`` int32 [N] (the N words in row-major order; ends exclusive),
+    ``num_words`` int32 [B].
+  """
+  import tensorflow_text as text  # pylint: disable=g-import-not-at-top
+  raw = text.ByteSplitter().split(sentence)
+  nbytes = tf.cast(raw.row_lengths(), tf.int32)
+  # Padding is a space: words end at the sentence's end.
+  b = tf.RaggedTensor.from_row_splits(tf.cast(raw.flat_values, tf.int32), raw.row_splits,
+                                      validate=False).to_tensor(32)            # [B, N]
+  pad = _column(b) + 32
+  b1 = tf.concat([b, pad], 1)[:, 1:]
+  b2 = tf.concat([b1, pad], 1)[:, 1:]
+  # Bit fields by integer division (LiteRT has no bitwise kernel); bytes 0-255.
+  cont = lambda v: tf.math.floormod(v, 64)  # pylint: disable=unnecessary-lambda-assignment
+  one = b < 0x80
+  two = tf.equal(b // 32, 6)      # 110xxxxx
+  three = tf.equal(b // 16, 14)   # 1110xxxx
+  cp = tf.where(one, b, tf.where(
+      two, tf.math.floormod(b, 32) * 64 + cont(b1), tf.where(
+          three, tf.math.floormod(b, 16) * 4096 + cont(b1) * 64 + cont(b2), -1)))
+  lead_ws = tf.zeros_like(b, tf.bool)
+  for lo, hi in WHITESPACE_RANGES:
+    lead_ws = tf.logical_or(lead_ws, tf.logical_and(cp >= lo, cp <= hi))
+  lead_ws = tf.cast(lead_ws, tf.int32)
+  size = tf.where(one, 1, tf.where(two, 2, 3)) * lead_ws
+  ws = tf.minimum(1, lead_ws + _shift(tf.cast(size >= 2, tf.int32), 1) +
+                  _shift(tf.cast(size >= 3, tf.int32), 2))
+  one_col = _column(b) + 1
+  prev_ws = tf.concat([one_col, ws], 1)[:, :-1]
+  next_ws = tf.concat([ws, one_col], 1)[:, 1:]
+  word = 1 - ws
+  starts = tf.cast(tf.where(word * prev_ws > 0), tf.int32)                   # [N, 2]
+  ends = tf.cast(tf.where(word * next_ws > 0), tf.int32)
+  pos = tf.range(tf.shape(b)[1])[tf.newaxis, :]
+  lead = tf.cast(tf.logical_and(pos < nbytes[:, tf.newaxis], tf.not_equal(b // 64, 2)),
+                 tf.int32)
+  chars = tf.cumsum(tf.concat([lead, _column(b)], 1), axis=1, exclusive=True)  # [B, N+1]
+  end_b = ends[:, 1] + 1
+  return {"row": starts[:, 0], "start_byte": starts[:, 1], "end_byte": end_b,
+          "start_char": tf.gather_nd(chars, starts),
+          "end_char": tf.gather_nd(chars, tf.stack([ends[:, 0], end_b], 1)),
+          "num_words": tf.reduce_sum(word * prev_ws, 1)}
+
+
+def pad_index(counts) -> tuple:
+  """Gather indexes of a dense [B, max(counts)] layout of N = sum(counts)
+  row-major values: ``(index int32 [B, W], valid bool [B, W])``, index N
+  after each row's ``counts`` (where the table holds its pad)."""
+  counts = tf.cast(counts, tf.int32)
+  width = tf.reduce_max(tf.concat([counts, [0]], 0))
+  j = tf.range(width)[tf.newaxis, :]
+  valid = j < counts[:, tf.newaxis]
+  return tf.where(valid, tf.cumsum(counts, exclusive=True)[:, tf.newaxis] + j,
+                  tf.reduce_sum(counts)), valid
+
+
+def dense_rows(flat, counts, pad) -> tuple:
+  """[N] numbers in row-major order -> ``(values [B, max(counts)], valid)``,
+  ``pad`` after each row's ``counts`` (:func:`pad_index`)."""
+  idx, valid = pad_index(counts)
+  return tf.gather(tf.concat([flat, tf.cast([pad], flat.dtype)], 0), idx), valid
+
+
+def max_context_ranks(m: int) -> np.ndarray:
+  """``rank[min_context * (m + 1) + window_length]``: the order of
+  ``run_squad._check_is_max_context``'s float64 score ``min(left, right) +
+  0.01 * window_length`` as int32 (equal scores, equal ranks), so the graph
+  compares exactly what the SavedModel compares in float64."""
+  mc, wl = np.meshgrid(np.arange(m // 2 + 1), np.arange(m + 1), indexing="ij")
+  score = mc.astype(np.float64) + 0.01 * wl.astype(np.float64)
+  return np.unique(score.ravel(), return_inverse=True)[1].astype(np.int32)
+
+
+def tag_sentences(module: "LiteRTModule", sentence: tf.Tensor) -> dict:
+  """The NER SavedModel's computation (:mod:`bert_tf.export.tagging`) in
+  LiteRT ops.
+
+  Args:
+    module: a :class:`LiteRTModule` of ``ner`` (its model, tokenizer,
+      labels, ``doc_stride``, ``max_windows``).
+    sentence: string [B], B >= 1, valid UTF-8 (the client refuses other).
+
+  Returns:
+    the SavedModel's outputs (:data:`NER_OUTPUTS`), padded to the batch's
+    most words W / entities E: ``words``, ``tags`` string [B, W] (""),
+    ``num_words`` int32 [B], ``word_start_char`` / ``word_end_char`` int32
+    [B, W] (code points, end exclusive), ``entity_type`` / ``entity_text``
+    string [B, E], ``entity_start_char`` / ``entity_end_char`` int32 [B, E],
+    ``num_entities`` int32 [B], ``truncated`` bool [B] (a word beyond
+    ``max_windows`` windows, given ``O``).
+
+  Windows as :meth:`bert_tf.modeling.tagging.TaggingPreprocessor.windows`
+  (piece ``k * min(S - 2, doc_stride)`` starts window k); a piece lies in at
+  most ``ceil((S - 2) / stride)`` windows, the candidates compared per word.
+
+  Raises (when run):
+    RuntimeError: an empty batch (:func:`substrings`).
+  """
+  pre = module.preprocessor
+  seq = pre.max_seq_length
+  m = seq - 2
+  step = min(m, module.doc_stride)
+  labels = module.labels
+  o_id = labels.index("O")
+  w = split_words_bytes(sentence)
+  num_words = w["num_words"]
+  words = substrings(sentence, num_words, w["start_byte"], w["end_byte"])    # [N + 1]
+  n_words = tf.shape(w["row"])[0]
+  # Pieces per word; a word of no piece is [UNK] (TaggingPreprocessor.word_pieces).
+  pieces = module.tokenizer.tokenize(words)                                # [N + 1, (p)]
+  plen = tf.cast(pieces.row_lengths(), tf.int32)[:n_words]
+  new_len = tf.maximum(plen, 1)
+  gstart = tf.cumsum(new_len, exclusive=True)                              # [N]
+  total = tf.reduce_sum(new_len)
+  rows = tf.cast(pieces.value_rowids(), tf.int32)
+  k_in_word = tf.range(tf.size(pieces.flat_values)) - tf.gather(
+      tf.cast(pieces.row_starts(), tf.int32), rows)
+  pos = tf.gather(tf.concat([gstart, [0]], 0), rows) + k_in_word
+  flat_ids = tf.scatter_nd(pos[:, tf.newaxis], pieces.flat_values + 1,
+                           total[tf.newaxis]) - 1
+  flat_ids = tf.where(flat_ids < 0, pre.unk_id, flat_ids)
+  flat_ids = tf.concat([flat_ids, [pre.pad_id]], 0)                        # [T + 1]
+  # Per sentence: its pieces, its windows (run_squad's doc-stride loop).
+  len_d, is_word = dense_rows(new_len, num_words, 0)                       # [B, W]
+  n_pieces = tf.reduce_sum(len_d, 1)                                       # [B]
+  sent_start = tf.cumsum(n_pieces, exclusive=True)
+  num_win = tf.where(n_pieces > 0, 1 + tf.maximum(0, (n_pieces - m + step - 1) // step), 0)
+  num_win = tf.minimum(num_win, module.max_windows)
+  k_max = tf.maximum(1, tf.reduce_max(tf.concat([num_win, [0]], 0)))
+  kk = tf.range(k_max)[tf.newaxis, :]                                      # [1, K]
+  wlen = tf.where(kk < num_win[:, tf.newaxis],
+                  tf.clip_by_value(n_pieces[:, tf.newaxis] - kk * step, 0, m), 0)  # [B, K]
+  wlen3 = tf.expand_dims(wlen, -1)
+  t = tf.reshape(tf.range(seq), [1, 1, seq]) - 1                        # [1, 1, S]
+  inside = tf.logical_and(t >= 0, t < wlen3)
+  src = tf.reshape(sent_start, [-1, 1, 1]) + tf.expand_dims(kk, -1) * step + t
+  ids = tf.gather(flat_ids, tf.where(inside, src, total))
+  ids = tf.where(tf.equal(t, wlen3), pre.sep_id, ids)
+  ids = tf.where(t < 0, pre.cls_id, ids)
+  mask = tf.cast(t <= wlen3, tf.int32)
+  batch = tf.shape(sentence)[0]
+  flat = lambda x: tf.reshape(x, [-1, seq])  # pylint: disable=unnecessary-lambda-assignment
+  logits = module._call({"input_ids": flat(ids), "input_mask": flat(mask),  # pylint: disable=protected-access
+                         "segment_ids": flat(tf.zeros_like(ids))}, skip_padding=False)
+  piece_tags = tf.reshape(tf.argmax(logits, axis=-1, output_type=tf.int32), [-1])
+  # Each word's first piece in its max-context window (first window on ties).
+  first, _ = dense_rows(gstart, num_words, 0)
+  q = first - sent_start[:, tf.newaxis]                                    # [B, W]
+  ranks = tf.constant(max_context_ranks(m))
+  cands = -(-m // step)
+  best_rank, best_pos = None, None
+  for c in range(cands):
+    k = q // step - (cands - 1) + c
+    i = q - k * step
+    wl = tf.gather(wlen, tf.clip_by_value(k, 0, k_max - 1), batch_dims=1)
+    ok = (is_word & (k >= 0) & (k < num_win[:, tf.newaxis]) & (i >= 0) & (i < wl))
+    rank = tf.where(ok, tf.gather(ranks, tf.clip_by_value(
+        tf.minimum(i, wl - 1 - i), 0, m // 2) * (m + 1) + wl), -1)
+    at = (tf.range(batch)[:, tf.newaxis] * k_max + k) * seq + i + 1  # in piece_tags
+    if best_rank is None:
+      best_rank, best_pos = rank, at
+    else:
+      # Strictly better only: the earlier window keeps a tie.
+      better = rank > best_rank
+      best_rank, best_pos = tf.maximum(rank, best_rank), tf.where(better, at, best_pos)
+  covered = best_rank >= 0
+  read = tf.gather(piece_tags, tf.where(covered, best_pos, 0))
+  tag_ids = tf.where(covered, read, o_id)
+  tags = tf.gather(tf.constant(list(labels) + [""]), tf.where(is_word, tag_ids, len(labels)))
+  out = {"words": tf.gather(words, pad_index(num_words)[0]),
+         "tags": tags, "num_words": num_words,
+         "truncated": tf.reduce_any(is_word & ~covered, 1),
+         "word_start_char": dense_rows(w["start_char"], num_words, 0)[0],
+         "word_end_char": dense_rows(w["end_char"], num_words, 0)[0]}
+  out.update(entities(labels, sentence, w, tf.where(is_word, tag_ids, o_id)))
+  return out
+
+
+def entities(labels: Sequence[str], sentence, w: dict, tag_ids) -> dict:
+  """The NER SavedModel's entity outputs, with conlleval's chunk rules
+  (:func:`bert_tf.modeling.tagging.entity_spans` in dense ops: each entity
+  ends before the first chunk end after its start).
+
+  Args:
+    labels: the tags in id order (with ``O``); sentence: string [B];
+    w: :func:`split_words_bytes`' dict; tag_ids: int32 [B, W], ``O`` after
+    each row's words.
+
+  Returns:
+    ``entity_type``, ``entity_text`` string [B, E] (""),
+    ``entity_start_char``, ``entity_end_char`` int32 [B, E] (code points,
+    end exclusive; 0), ``num_entities`` int32 [B].
+  """
+  prefix_codes, type_ids, types = tagging.label_tables(labels)
+  o_id = labels.index("O")
+  prefix_t = tf.constant(prefix_codes, tf.int32)
+  type_t = tf.constant(type_ids, tf.int32)
+  o_col = _column(tag_ids) + o_id
+  dense = tf.concat([tag_ids, o_col], 1)                                    # [B, W+1]
+  prev = tf.concat([o_col, dense], 1)[:, :-1]
+  cur_p, prev_p = tf.gather(prefix_t, dense), tf.gather(prefix_t, prev)
+  cur_t, prev_t = tf.gather(type_t, dense), tf.gather(type_t, prev)
+  is_ = lambda p, *codes: functools.reduce(  # pylint: disable=unnecessary-lambda-assignment
+      tf.logical_or, [tf.equal(p, c) for c in codes])
+  ends = (is_(prev_p, 3, 4) | (is_(prev_p, 1, 2) & is_(cur_p, 0, 1, 4)) |
+          ((prev_p != 0) & (prev_t != cur_t)))
+  starts = (is_(cur_p, 1, 4) | (is_(prev_p, 0, 3, 4) & is_(cur_p, 2, 3)) |
+            ((cur_p != 0) & (prev_t != cur_t)))
+  start_pos = tf.cast(tf.where(starts), tf.int32)                           # [E, 2]
+  end_pos = tf.cast(tf.where(ends), tf.int32)
+  end_count = tf.cumsum(tf.cast(ends, tf.int32), axis=1)
+  row_end_start = tf.cumsum(end_count[:, -1], exclusive=True)
+  row, first = start_pos[:, 0], start_pos[:, 1]
+  nxt = tf.gather(end_pos[:, 1], tf.gather(row_end_start, row) +
+                  tf.gather_nd(end_count, start_pos))
+  word0 = tf.gather(tf.cumsum(w["num_words"], exclusive=True), row)
+  g_first, g_last = word0 + first, word0 + nxt - 1
+  num_e = tf.reduce_sum(tf.cast(starts, tf.int32), 1)
+  idx, _ = pad_index(num_e)
+  text = substrings(sentence, num_e, tf.gather(w["start_byte"], g_first),
+                    tf.gather(w["end_byte"], g_last))
+  type_id = tf.gather_nd(cur_t, start_pos)
+  return {
+      "entity_type": tf.gather(tf.constant(list(types) + [""]),
+                               dense_rows(type_id, num_e, len(types))[0]),
+      "entity_text": tf.gather(text, idx),
+      "entity_start_char": dense_rows(tf.gather(w["start_char"], g_first), num_e, 0)[0],
+      "entity_end_char": dense_rows(tf.gather(w["end_char"], g_last), num_e, 0)[0],
+      "num_entities": num_e}
+
+
 class LiteRTModule(tf.Module):
   """The serving function of one export, in LiteRT-convertible ops.
 
@@ -187,12 +501,22 @@ class LiteRTModule(tf.Module):
     is_pair, is_regression: the classifier's shape.
     num_choices: endings per context (``swag``).
 
+    doc_stride, max_windows: ``ner``: the SavedModel's windows
+      (:func:`bert_tf.export.tagging.export_tagger`).
+
   Attributes:
-    serve: the ``tf.function`` with the signature's ``input_signature``.
+    serve: the ``tf.function`` with the signature's ``input_signature``
+      (``serving_default``); pair: the ``pair`` signature's (``text_a``,
+      ``text_b``: preprocessor, features) or None.
+
+  Raises:
+    LiteRTExportError: an unknown ``what``; ``ner`` labels without ``O`` or
+      ``doc_stride`` / ``max_windows`` below 1.
   """
 
   def __init__(self, what: str, model, preprocessor, labels: Optional[List[str]] = None,
-               is_pair: bool = False, is_regression: bool = False, num_choices: int = 4):
+               is_pair: bool = False, is_regression: bool = False, num_choices: int = 4,
+               doc_stride: int = 64, max_windows: int = 256):
     super().__init__(name="bert_litert_serving")
     self.what = what
     if model is not None:
@@ -202,6 +526,13 @@ class LiteRTModule(tf.Module):
     self.labels = labels
     self.is_pair, self.is_regression = bool(is_pair), bool(is_regression)
     self.num_choices = int(num_choices)
+    self.doc_stride, self.max_windows = int(doc_stride), int(max_windows)
+    if what == "ner" and (self.doc_stride < 1 or self.max_windows < 1):
+      raise LiteRTExportError("doc_stride %d / max_windows %d: both must be at least 1" % (
+          self.doc_stride, self.max_windows), argument="doc_stride")
+    if what == "ner" and "O" not in (labels or ()):
+      raise LiteRTExportError("--what=ner: the labels have no 'O' tag", argument="what")
+    self.pair = None
     seq = preprocessor.max_seq_length if preprocessor is not None else None
     s = lambda n: tf.TensorSpec([None], tf.string, name=n)
     if what == "classifier" and is_pair:
@@ -213,9 +544,13 @@ class LiteRTModule(tf.Module):
     elif what == "preprocessor":
       self.serve = tf.function(lambda text: self._preprocess([text]),
                                input_signature=[s("text")], autograph=False)
+      self.pair = tf.function(lambda text_a, text_b: self._preprocess([text_a, text_b]),
+                              input_signature=[s("text_a"), s("text_b")], autograph=False)
     elif what == "features":
       self.serve = tf.function(lambda text_a: self._features([text_a]),
                                input_signature=[s("text_a")], autograph=False)
+      self.pair = tf.function(lambda text_a, text_b: self._features([text_a, text_b]),
+                              input_signature=[s("text_a"), s("text_b")], autograph=False)
     elif what == "ner":
       self.serve = tf.function(self._tag, input_signature=[s("sentence")], autograph=False)
     elif what == "swag":
@@ -286,36 +621,7 @@ class LiteRTModule(tf.Module):
     return result
 
   def _tag(self, sentence):
-    import tensorflow_text as text  # pylint: disable=g-import-not-at-top
-    seq = self.preprocessor.max_seq_length
-    # Words split on whitespace (the CoNLL reader's words), then pieces per
-    # word, regrouped per sentence with dense gathers on the row splits.
-    words = text.WhitespaceTokenizer().tokenize(sentence)
-    pieces = self.tokenizer.tokenize(words.flat_values)
-    splits = pieces.row_splits
-    sentence_splits = tf.gather(splits, words.row_splits)
-    per_sentence = tf.RaggedTensor.from_row_splits(pieces.values, sentence_splits,
-                                                   validate=False)
-    f = pack_segments(self.preprocessor, [per_sentence])
-    logits = tf.cast(self._call(f, skip_padding=False), tf.float32)
-    piece_tags = tf.argmax(logits, axis=-1, output_type=tf.int32)
-    # Each word's first piece, as a position in [CLS] pieces [SEP].
-    first = tf.cast(splits[:-1] - tf.gather(sentence_splits, words.value_rowids()),
-                    tf.int32) + 1
-    first = tf.RaggedTensor.from_row_splits(first, words.row_splits,
-                                            validate=False).to_tensor(-1)
-    is_word = first >= 0
-    covered = tf.logical_and(is_word, first < seq - 1)
-    read = tf.gather(piece_tags, tf.clip_by_value(first, 0, seq - 1), batch_dims=1)
-    outside = self.labels.index("O") if "O" in self.labels else 0
-    tag_ids = tf.where(covered, read, tf.where(is_word, outside, -1))
-    names = tf.constant(list(self.labels) + [""])
-    return {"tags": tf.gather(names, tf.where(is_word, tag_ids, len(self.labels))),
-            "tag_ids": tag_ids,
-            "num_words": tf.cast(words.row_lengths(), tf.int32),
-            "truncated": tf.reduce_any(tf.logical_and(is_word, tf.logical_not(covered)), 1),
-            "logits": logits, "input_ids": tf.identity(f["input_ids"]),
-            "input_mask": f["input_mask"]}
+    return tag_sentences(self, sentence)
 
   def _choose(self, context, endings):
     n = self.num_choices
@@ -347,7 +653,8 @@ def check_options(what: str, quantize: str) -> None:
 
 
 def convert(module: LiteRTModule, quantize: str = "none") -> bytes:
-  """The ``.tflite`` flatbuffer of ``module.serve`` (signature ``serving_default``).
+  """The ``.tflite`` flatbuffer of ``module.serve`` (signature
+  ``serving_default``) and ``module.pair`` (signature ``pair``) when it has one.
 
   Args:
     module: a :class:`LiteRTModule`.
@@ -360,8 +667,25 @@ def convert(module: LiteRTModule, quantize: str = "none") -> bytes:
   Raises:
     LiteRTExportError: the converter refused the graph (its first line).
   """
-  fn = module.serve.get_concrete_function()
-  converter = tf.lite.TFLiteConverter.from_concrete_functions([fn], module)
+  if module.pair is None:
+    fn = module.serve.get_concrete_function()
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([fn], module)
+    return _convert(converter, module, quantize)
+  # Named signatures: the converter names several concrete functions after
+  # their graphs, so they go through a SavedModel with the SavedModel's keys
+  # (its root without a ``serve`` attribute, which the converter would take
+  # for a Keras ``model.export`` and keep alone).
+  root = tf.Module()
+  root.module = module
+  with tempfile.TemporaryDirectory() as tmp:
+    tf.saved_model.save(root, tmp, signatures={"serving_default": module.serve,
+                                               "pair": module.pair})
+    converter = tf.lite.TFLiteConverter.from_saved_model(
+        tmp, signature_keys=["serving_default", "pair"])
+    return _convert(converter, module, quantize)
+
+
+def _convert(converter, module, quantize):
   # tensorflow-text's kernels are custom ops; everything else must be a builtin.
   converter.allow_custom_ops = True
   converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
@@ -392,7 +716,7 @@ def export_litert(what: str, model, preprocessor, export_dir: str,
                   labels: Optional[Sequence[str]] = None, is_pair: bool = False,
                   is_regression: bool = False, num_choices: int = 4,
                   task_name: str = "", max_seq_length: Optional[int] = None,
-                  config=None) -> str:
+                  config=None, doc_stride: int = 64, max_windows: int = 256) -> str:
   """Writes ``export_dir/<version>/model.tflite`` and its metadata file.
 
   Args:
@@ -406,6 +730,8 @@ def export_litert(what: str, model, preprocessor, export_dir: str,
     max_seq_length: the id-level encoder's fixed width (default the
       preprocessor's).
     config: the model's :class:`BertConfig` (recorded in the metadata).
+    doc_stride, max_windows: ``ner``'s windows (as
+      :func:`bert_tf.export.tagging.export_tagger`).
 
   Returns:
     the version directory's path (written under a temporary name and
@@ -428,11 +754,13 @@ def export_litert(what: str, model, preprocessor, export_dir: str,
     warnings.warn("LiteRT export: " + UNUSED_DIFFERENCE, stacklevel=2)
   module = LiteRTModule(what, model, preprocessor,
                         None if labels is None else [str(l) for l in labels],
-                        is_pair, is_regression, num_choices)
+                        is_pair, is_regression, num_choices, doc_stride, max_windows)
   flat = convert(module, quantize)
   version = base.next_version(export_dir) if version is None else int(version)
   final = os.path.join(export_dir, str(version))
   inputs = [s.name for s in module.serve.input_signature]
+  if module.pair is not None:
+    inputs = {"serving_default": inputs, "pair": ["text_a", "text_b"]}
   metadata = {
       "export": {"ner": "tagging", "swag": "multiple_choice",
                  "features": "encoder_all_layers"}.get(what, what),
@@ -455,9 +783,9 @@ def export_litert(what: str, model, preprocessor, export_dir: str,
   if what == "swag":
     metadata["num_choices"] = int(num_choices)
   if what == "ner":
-    metadata["outputs_per"] = ("tags / tag_ids [B, W]: each whitespace word's first piece "
-                               "in the first window (words past it: O, truncated); "
-                               "logits [B, S, L] per piece")
+    metadata.update(outputs=list(NER_OUTPUTS), doc_stride=int(doc_stride),
+                    max_windows=int(max_windows),
+                    offsets="start_char/end_char: Unicode code points, end exclusive")
   if config is not None:
     metadata.update(num_hidden_layers=config.num_hidden_layers,
                     hidden_size=config.hidden_size)
@@ -576,7 +904,8 @@ def write_litert(run, what: str, export_dir: str, version: Optional[int] = None,
     kwargs.update(is_pair=cfg["is_pair"], is_regression=cfg["is_regression"],
                   labels=None if cfg["is_regression"] else cfg["labels"])
   elif what == "ner":
-    kwargs.update(labels=cfg["labels"])
+    # export_run's SavedModel: the training doc_stride, export_tagger's max_windows.
+    kwargs.update(labels=cfg["labels"], doc_stride=int(cfg.get("doc_stride", 64)))
   elif what == "swag":
     kwargs.update(num_choices=int(cfg.get("num_choices") or 4))
   model = run.encoder if what in ("encoder", "features") else run.model

@@ -2,7 +2,8 @@
 
 Tiny random-init models of every string task (one conversion each, module
 scope) against the Keras models they were converted from, fed the
-``BertPreprocessor``'s ids (the SavedModel's computation); the in-graph
+``BertPreprocessor``'s ids (the SavedModel's computation); the NER and
+preprocessor ``.tflite`` against their SavedModels (every output); the in-graph
 ``FastBertTokenizer`` against the original ``FullTokenizer`` on the
 project's tokenizer corpora; bad input fed to the interpreter; a fresh
 process with numpy, ai_edge_litert and tensorflow_text only; the export and
@@ -21,7 +22,7 @@ import unicodedata
 import numpy as np
 import pytest
 
-from conftest import MOVIE_DIR, ROOT, TINY_CONFIG, VOCAB, run_tool
+from conftest import MOVIE_DIR, NER_DIR, ROOT, TINY_CONFIG, VOCAB, run_tool
 
 pytest.importorskip("ai_edge_litert")
 
@@ -34,6 +35,8 @@ from bert_tf import tokenization  # noqa: E402
 from bert_tf.export import client  # noqa: E402
 from bert_tf.export import fine_tuned  # noqa: E402
 from bert_tf.export import litert  # noqa: E402
+from bert_tf.export import saved_model  # noqa: E402
+from bert_tf.export import tagging as tagging_export  # noqa: E402
 from bert_tf.modeling import encoder as encoder_lib  # noqa: E402
 from bert_tf.modeling import models  # noqa: E402
 from bert_tf.modeling import multiple_choice  # noqa: E402
@@ -43,6 +46,7 @@ SEQ = 32
 TOKEN_SEQ = 64
 LABELS = ["a", "b", "c"]
 TAGS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+NER_STRIDE, NER_WINDOWS = 12, 4
 SENTENCES = ["Empire State Building is in New York .", "caf\u00e9 NA\u00cfVE \u4e2d\u6587",
              "", "   ", "word " * 80, "x" * 300]
 PAIRS = (["a gorgeous , witty , seductive movie .", "short", "one two three four five "
@@ -57,7 +61,8 @@ def _b(values):
 
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory):
-  """One tiny model per task, exported float32 once: ``(paths, models, pre)``."""
+  """One tiny model per task, exported float32 once: ``(paths, models, pre,
+  tokenizer-only paths)``; ``paths["ner_saved"]``: the NER model's SavedModel."""
   d = tmp_path_factory.mktemp("litert")
   cfg = config_lib.BertConfig.from_json_file(TINY_CONFIG)
   tf.keras.utils.set_random_seed(3)
@@ -65,7 +70,10 @@ def exports(tmp_path_factory):
   built = {
       "pair": ("classifier", models.build_classifier(cfg, 3),
                dict(labels=LABELS, is_pair=True)),
-      "ner": ("ner", tagging.BertTokenClassifier(cfg, len(TAGS)), dict(labels=TAGS)),
+      # doc_stride 12 of 30-piece windows: up to 3 windows hold a piece (ties
+      # of max context); max_windows 4 truncates the longest sentences.
+      "ner": ("ner", tagging.BertTokenClassifier(cfg, len(TAGS)),
+              dict(labels=TAGS, doc_stride=NER_STRIDE, max_windows=NER_WINDOWS)),
       "swag": ("swag", multiple_choice.build_multiple_choice(cfg), dict(num_choices=4)),
       "features": ("features", encoder_lib.BertEncoder(cfg), {}),
   }
@@ -73,6 +81,8 @@ def exports(tmp_path_factory):
   for name, (what, model, kw) in built.items():
     paths[name] = os.path.join(litert.export_litert(what, model, pre, str(d / name), **kw),
                                litert.MODEL_FILE)
+  paths["ner_saved"] = tagging_export.export_tagger(
+      built["ner"][1], pre, TAGS, str(d / "ner_saved"), NER_STRIDE, NER_WINDOWS)
   tok = {}
   for lower in (True, False):
     p = preprocessing.BertPreprocessor(VOCAB, lower, TOKEN_SEQ)
@@ -148,23 +158,6 @@ def test_outputs_equal_the_keras_model_on_the_savedmodels_ids(exports):
   assert f["input_mask"].numpy().sum(-1).max() <= litert.BUCKETS[0]
   np.testing.assert_allclose(out["logits"], built["pair"](f, training=False).numpy(), atol=1e-4)
 
-  out = client.LiteRTSignature(paths["ner"], num_threads=1)(sentence=_b(SENTENCES))
-  f = pre(tf.constant(SENTENCES))
-  np.testing.assert_array_equal(out["input_ids"], f["input_ids"].numpy())
-  m = f["input_mask"].numpy()[..., None]  # the Keras model skips the padding rows
-  piece_logits = built["ner"](f, training=False).numpy()
-  np.testing.assert_allclose(out["logits"] * m, piece_logits * m, atol=1e-4)
-  # Per word: the tag of its first piece in the window, O past it.
-  ref = tokenization.FullTokenizer(VOCAB, do_lower_case=True)
-  for i, s in enumerate(SENTENCES):
-    words = s.split()
-    starts = 1 + np.cumsum([0] + [len(ref.tokenize(w)) for w in words])[:-1]
-    want = [TAGS[piece_logits[i, p].argmax()] if p < SEQ - 1 else "O" for p in starts]
-    assert out["num_words"][i] == len(words)
-    assert [t.decode() for t in out["tags"][i][:len(words)]] == want, s
-    assert out["truncated"][i] == bool(len(words) and starts[-1] >= SEQ - 1)
-    assert set(out["tags"][i][len(words):]) <= {b""}
-
   context = ["He opens the door.", "She bakes bread."]
   endings = [["and walks in.", "and flies away.", "", "and sits."],
              ["Knead the dough", "Paint the fence", "Wash the car", "Mix " * 40]]
@@ -183,9 +176,97 @@ def test_outputs_equal_the_keras_model_on_the_savedmodels_ids(exports):
   assert out["encoder_outputs"].shape[1] == len(enc["encoder_outputs"])
 
 
+def _ner_sentences():
+  """Real tweets (WNUT16 dev + train slice), each alone and five joined (2-4
+  windows of 30 pieces; longer: truncated), empty / whitespace rows, and
+  words whose byte and code point offsets differ, between every whitespace
+  character of ``str.split()`` and characters that are not whitespace."""
+  from bert_tf.data import conll  # pylint: disable=g-import-not-at-top
+  real = [" ".join(s.words) for s in conll.read_conll(os.path.join(NER_DIR, "dev.txt"))]
+  real += [" ".join(s.words) for s in conll.read_conll(os.path.join(NER_DIR, "train.txt"),
+                                                       limit=150)]
+  spaces = [chr(c) for c in range(0x3001) if chr(c).isspace()]
+  odd = ["caf\u00e9 M\u00fcnchen \u4e2d\u6587\u5b57 \U0001F600x \U0001F1EB\U0001F1F7 \u00c5ngstr\u00f6m",
+         "w".join(spaces) + "w", "a\u200bb c\ufeffd e\u180ef g\x00h i\x01j \u00ad \u200b",
+         "  lead and trail\t\n ", "\u3000\u00a0", "\U0001F600 " * 20, "x" * 300 + " \u00e9" * 3]
+  joined = [" ".join(real[i:i + 5]) for i in range(0, 40, 5)]
+  return real + joined + ["", " ", "\t\n"] + odd + SENTENCES
+
+
+def test_ner_answers_the_ner_savedmodels_outputs(exports):
+  """Every output of the NER SavedModel of the same model (words, tags,
+  offsets, entities, truncated), doc-stride windows included, equal; the
+  predict tool's JSON lines too."""
+  paths = exports[0]
+  sentences = _ner_sentences()
+  lite = client.LiteRTSignature(paths["ner"], num_threads=1)
+  saved = tf.saved_model.load(paths["ner_saved"]).signatures["serving_default"]
+  assert sorted(lite.interpreter.get_signature_runner().get_output_details()) == sorted(
+      tagging_export.OUTPUTS)
+  entities, truncated = 0, 0
+  for i in range(0, len(sentences), 64):
+    batch = sentences[i:i + 64]
+    got = lite(sentence=_b(batch))
+    want = {k: v.numpy() for k, v in saved(sentence=tf.constant(batch)).items()}
+    for k in tagging_export.OUTPUTS:
+      assert got[k].dtype == want[k].dtype and got[k].shape == want[k].shape, k
+      bad = np.argwhere(got[k] != want[k]) if got[k].ndim else []
+      assert not len(bad), (k, batch[bad[0][0]][:80], got[k][tuple(bad[0])], want[k][tuple(bad[0])])
+    entities += int(want["num_entities"].sum())
+    truncated += int(want["truncated"].sum())
+  ref = tokenization.FullTokenizer(VOCAB, do_lower_case=True)
+  pieces = [sum(max(1, len(ref.tokenize(w))) for w in s.split()) for s in sentences]
+  step = min(SEQ - 2, NER_STRIDE)
+  num = [0 if n == 0 else 1 + max(0, -(-(n - SEQ + 2) // step)) for n in pieces]
+  assert {2, 3} <= set(num) and max(num) > NER_WINDOWS, sorted(set(num))
+  assert entities > 200 and 0 < truncated < len(sentences) // 4, (entities, truncated)
+  # The predict tool's answer (client.serve) is the SavedModel's, line for line.
+  rows = sentences[-12:]
+  assert (client.serve(os.path.dirname(paths["ner"]), rows, num_threads=1) ==
+          client.serve(paths["ner_saved"], rows))
+
+
+def test_pair_signatures_of_preprocessor_and_features(exports, tmp_path):
+  """``pair`` (text_a, text_b) beside ``serving_default``, as the SavedModels:
+  the preprocessor SavedModel's ids on real dialog pairs (trimmed longest
+  first), the features export the Keras encoder's outputs on them."""
+  from conftest import DATA  # pylint: disable=g-import-not-at-top
+  paths, built, pre, tok = exports
+  with open(os.path.join(DATA, "dialog_reply_pairs", "dev.tsv"), encoding="utf-8") as f:
+    rows = [l.split("\t")[:2] for l in f.read().splitlines()[1:201]]
+  a = [r[0] for r in rows] + ["", "one two three " * 30, "x"]
+  b = [r[1] for r in rows] + ["", "y", "four five " * 30]
+  for path in (tok[True], paths["features"]):
+    sigs = client.litert_interpreter(path, 1).get_signature_list()
+    assert sigs["pair"]["inputs"] == ["text_a", "text_b"], sigs
+  saved = saved_model.export_preprocessor(
+      preprocessing.BertPreprocessor(VOCAB, True, TOKEN_SEQ), str(tmp_path / "pre"))
+  want = tf.saved_model.load(saved).signatures["pair"](text_a=tf.constant(a),
+                                                       text_b=tf.constant(b))
+  got = client.LiteRTSignature(tok[True], "pair", num_threads=1)(text_a=_b(a), text_b=_b(b))
+  for k in ("input_word_ids", "input_mask", "input_type_ids"):
+    np.testing.assert_array_equal(got[k], want[k].numpy(), err_msg=k)
+  assert got["input_type_ids"].sum() > 0 and (got["input_mask"].sum(-1) == TOKEN_SEQ).any()
+  got = client.LiteRTSignature(paths["features"], "pair", num_threads=1)(
+      text_a=_b(a), text_b=_b(b))
+  f = pre(tf.constant(a), tf.constant(b))
+  np.testing.assert_array_equal(got["input_ids"], f["input_ids"].numpy())
+  np.testing.assert_array_equal(got["segment_ids"], f["segment_ids"].numpy())
+  enc = built["features"](f, training=False)
+  m = f["input_mask"].numpy()[..., None]
+  np.testing.assert_allclose(got["sequence_output"] * m, enc["sequence_output"].numpy() * m,
+                             atol=1e-4)
+  np.testing.assert_allclose(got["pooled_output"], enc["pooled_output"].numpy(), atol=1e-4)
+
+
 def test_bad_input_is_one_clear_error_never_a_crash(exports):
   paths = exports[0]
   sig = client.LiteRTSignature(paths["pair"], num_threads=1)
+  ner = client.LiteRTSignature(paths["ner"], num_threads=1)
+  for inputs, message in [({"sentence": _b([])}, "empty batch"),
+                          ({"sentence": np.array([b"\xc3("], dtype=object)}, "not valid UTF-8")]:
+    with pytest.raises(client.PredictError, match=message):
+      ner(**inputs)
   cases = [
       ({"text_a": _b([]), "text_b": _b([])}, "empty batch"),
       ({"text_a": _b(["a", "b"]), "text_b": _b(["c"])}, "different numbers of rows"),
@@ -216,12 +297,23 @@ def test_bad_input_is_one_clear_error_never_a_crash(exports):
           run(text_a=a, text_b=b); print("answered")
         except RuntimeError as e:
           print("error", str(e).splitlines()[0])
+      it = interpreter.InterpreterWithCustomOps(
+          custom_op_registerers=tflite_registrar.SELECT_TFTEXT_OPS, model_path=sys.argv[2])
+      run = it.get_signature_runner()
+      for x in [s(), s(b"\\xff\\xfe x \\xe2\\x80", b"\\xc3"), s(b"", b" ")]:
+        try:
+          print("answered", run(sentence=x)["num_words"].tolist())
+        except RuntimeError as e:
+          print("error", str(e).splitlines()[0])
       """)
-  p = subprocess.run([sys.executable, "-c", script, paths["pair"]], capture_output=True,
-                     text=True, timeout=120)
+  p = subprocess.run([sys.executable, "-c", script, paths["pair"], paths["ner"]],
+                     capture_output=True, text=True, timeout=120)
   assert p.returncode == 0, p.stderr[-2000:]
   lines = p.stdout.splitlines()
   assert lines[0].startswith("error") and "PACK" in lines[1] and lines[2] == "answered", lines
+  # NER: an empty batch is an error (the "" that pads its strings has no
+  # row to come from); invalid UTF-8 answers (the client refuses it).
+  assert lines[3].startswith("error") and lines[4:] == ["answered [3, 1]", "answered [0, 0]"], lines
 
 
 def test_fresh_process_with_litert_and_tensorflow_text_only(exports, tmp_path):

@@ -55,8 +55,9 @@ whitespace from the sentence's bytes (tensorflow-text ``ByteSplitter``;
 offsets counted in code points), cut out with ``ByteSplitByOffsets`` (the
 one substring kernel LiteRT has), each word tokenized alone, the pieces
 read in doc-stride windows of ``max_seq_length`` as the SavedModel (all
-windows of the batch, [B * K, S], through one encoder call; K the batch's
-most, at most ``max_windows``), each word given the argmax at its first
+windows of the batch, [B * K, S], through one encoder call at the smallest
+of :data:`BUCKETS` / S that holds the longest window; K the batch's most,
+at most ``max_windows``), each word given the argmax at its first
 piece in its max-context window (run_squad's float64 score compared as
 exact ranks, :func:`max_context_ranks`), and entities found with
 conlleval's chunk rules (:func:`entities`). Strings are padded with "" by
@@ -399,9 +400,13 @@ def tag_sentences(module: "LiteRTModule", sentence: tf.Tensor) -> dict:
   mask = tf.cast(t <= wlen3, tf.int32)
   batch = tf.shape(sentence)[0]
   flat = lambda x: tf.reshape(x, [-1, seq])  # pylint: disable=unnecessary-lambda-assignment
-  logits = module._call({"input_ids": flat(ids), "input_mask": flat(mask),  # pylint: disable=protected-access
-                         "segment_ids": flat(tf.zeros_like(ids))}, skip_padding=False)
-  piece_tags = tf.reshape(tf.argmax(logits, axis=-1, output_type=tf.int32), [-1])
+  # The windows' tags [B * K, S] at the smallest bucket width that holds the
+  # longest window (padding positions are never read).
+  piece_tags = module._bucketed(  # pylint: disable=protected-access
+      {"input_ids": flat(ids), "input_mask": flat(mask), "segment_ids": flat(tf.zeros_like(ids))},
+      post=lambda logits, width: tf.pad(tf.argmax(logits, axis=-1, output_type=tf.int32),
+                                        [[0, 0], [0, seq - width]]))
+  piece_tags = tf.reshape(piece_tags, [-1])
   # Each word's first piece in its max-context window (first window on ties).
   first, _ = dense_rows(gstart, num_words, 0)
   q = first - sent_start[:, tf.newaxis]                                    # [B, W]
@@ -570,18 +575,22 @@ class LiteRTModule(tf.Module):
   def _pack(self, texts):
     return dense_features(self.preprocessor, self.tokenizer, texts)
 
-  def _bucketed(self, features):
+  def _bucketed(self, features, post=None):
     """The model on ``features`` [B, S] cut to the smallest of :data:`BUCKETS`
     (and S) that holds the batch's longest row: one ``IF`` per bucket, each
     branch a fixed-shape subgraph that XNNPACK runs. Outputs must not depend
-    on the width (classifier, multiple choice)."""
+    on the width (classifier, multiple choice), or ``post(output, width)``
+    makes them so (NER: per-position tags padded back to S)."""
     seq = self.preprocessor.max_seq_length
     widths = [w for w in BUCKETS if w < seq] + [seq]
     longest = tf.reduce_max(tf.reduce_sum(features["input_mask"], axis=-1))
 
     def run(width):
-      return lambda: tf.cast(self._call({k: v[..., :width] for k, v in features.items()},
-                                        skip_padding=False), tf.float32)
+      def branch():
+        out = tf.cast(self._call({k: v[..., :width] for k, v in features.items()},
+                                 skip_padding=False), tf.float32)
+        return out if post is None else post(out, width)
+      return branch
     out = run(widths[-1])
     for width in reversed(widths[:-1]):
       out = (lambda w, rest: lambda: tf.cond(longest <= w, run(w), rest))(width, out)

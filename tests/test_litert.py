@@ -248,6 +248,10 @@ def test_pair_signatures_of_preprocessor_and_features(exports, tmp_path):
   for k in ("input_word_ids", "input_mask", "input_type_ids"):
     np.testing.assert_array_equal(got[k], want[k].numpy(), err_msg=k)
   assert got["input_type_ids"].sum() > 0 and (got["input_mask"].sum(-1) == TOKEN_SEQ).any()
+  # The predict tool's --pair (client.serve) takes the .tflite's pair signature.
+  args = [a[0], b[0], a[1], b[1]]
+  assert (client.serve(os.path.dirname(tok[True]), args, pair=True) ==
+          client.serve(saved, args, pair=True))
   got = client.LiteRTSignature(paths["features"], "pair", num_threads=1)(
       text_a=_b(a), text_b=_b(b))
   f = pre(tf.constant(a), tf.constant(b))

@@ -307,27 +307,80 @@ def pytest_configure(config):
   config.addinivalue_line("markers", "slow: end-to-end integration tests (run in CI)")
 
 
-# The longest files first (measured, full suite, 2 workers, log 2026-11-28
-# (12)-(13), 2026-11-29 (1)): each worker takes whole files in this order (``--no-loadscope-reorder``: by default
-# xdist orders files by their NUMBER of tests, which left a 500 s file for
-# last while the other worker sat idle). The rest keep collection order.
-LONGEST_FILES_FIRST = (
-    "test_lockstep_parity.py", "test_readme.py", "test_tune.py",
-    "test_string_models.py", "test_pretraining.py", "test_squad_export.py",
-    "test_export.py", "test_swag.py", "test_generic_tools.py", "test_squad_data.py",
-    "test_pretraining_lockstep.py", "test_end_to_end.py", "test_keras_fresh_process.py",
-    "test_run_squad.py", "test_fine_tuning_resume.py", "test_ner.py", "test_dynamic_masking.py",
-    "test_classifier_tasks.py", "test_rough_edges.py", "test_extract_features.py",
-    "test_pretraining_init.py", "test_squad_resume.py", "test_keras_native.py",
-    "test_recorded_settings.py",
-)
+# Each file's seconds (setup + call + teardown, both workers' sums) as
+# measured, per run kind: the full suite (fresh clone at 8ecb046, idle cores,
+# log 2026-12-02 (3)) and ``-m "not slow"`` (2026-12-02, load ~3). Files run
+# longest first: each worker takes whole files in this order as it frees up
+# (``--no-loadscope-reorder``: by default xdist orders files by their NUMBER
+# of tests, which left a 500 s file for last while the other worker sat
+# idle), so the last files handed out are the shortest and the workers end
+# together. A file not listed (new) goes first: a long unknown file at the
+# end is what would leave one worker idle. Only the order matters: the
+# figures need refreshing when a file's share changes a lot
+# (``.pytest_cache/v/bert_tf/file_seconds`` after a run).
+FULL_SUITE_SECONDS = {
+    "test_lockstep_parity.py": 182, "test_pretraining.py": 182, "test_readme.py": 174,
+    "test_tune.py": 144, "test_string_models.py": 111, "test_end_to_end.py": 100,
+    "test_generic_tools.py": 92, "test_export.py": 90, "test_pretraining_lockstep.py": 84,
+    "test_keras_fresh_process.py": 79, "test_fine_tuning_resume.py": 77, "test_swag.py": 76,
+    "test_run_squad.py": 72, "test_squad_export.py": 67, "test_ner.py": 56,
+    "test_dynamic_masking.py": 47, "test_classifier_tasks.py": 46, "test_rough_edges.py": 42,
+    "test_beam.py": 38, "test_hf_heads.py": 37, "test_determinism.py": 37, "test_litert.py": 34,
+    "test_squad_resume.py": 30, "test_packaging.py": 29, "test_squad_data.py": 28,
+    "test_hf_hub.py": 26, "test_extract_features.py": 25, "test_pretraining_init.py": 24,
+    "test_keras_native.py": 22, "test_first_hour.py": 21, "test_hf_write.py": 13,
+    "test_pretraining_learns.py": 12, "test_pretraining_data.py": 12,
+    "test_length_report.py": 12, "test_fast_layers.py": 11, "test_modeling.py": 11,
+    "test_tokenization.py": 11, "test_refusals.py": 10, "test_squad_model.py": 10,
+    "test_build_vocab.py": 10, "test_scalable_pretraining_data.py": 10,
+    "test_original_graph.py": 9, "test_tune_selection.py": 9,
+    "test_preserve_unused_tokens.py": 9, "test_corrupt_checkpoint.py": 8,
+    "test_recorded_settings.py": 8, "test_original_tokenization_suite.py": 8,
+    "test_runner.py": 8, "test_pretraining_stall.py": 5, "test_progress.py": 4,
+    "test_precision.py": 4, "test_export_hook.py": 3, "test_hf_tokenizer.py": 2,
+    "test_defect_guards.py": 2, "test_mut_tokenization.py": 2, "test_preset_loaders.py": 2,
+    "test_original_optimizer.py": 1, "test_architecture.py": 1, "test_litert_delegation.py": 1,
+    "test_mut_squad_metrics.py": 0, "test_notes.py": 0, "test_squad_epochs.py": 0,
+    "test_mut_conll.py": 0, "test_mut_metrics.py": 0, "test_run_dir.py": 0,
+    "test_io_utils.py": 0, "test_optimizer_default.py": 0,
+}
+NOT_SLOW_SECONDS = {
+    "test_swag.py": 65, "test_litert.py": 62, "test_squad_data.py": 59,
+    "test_keras_fresh_process.py": 57, "test_squad_export.py": 56, "test_hf_heads.py": 53,
+    "test_export.py": 48, "test_beam.py": 44, "test_length_report.py": 25,
+    "test_fine_tuning_resume.py": 25, "test_keras_native.py": 23, "test_ner.py": 22,
+    "test_hf_write.py": 21, "test_squad_model.py": 20, "test_pretraining_data.py": 18,
+    "test_modeling.py": 17, "test_hf_hub.py": 17, "test_refusals.py": 16,
+    "test_pretraining.py": 15, "test_dynamic_masking.py": 15, "test_build_vocab.py": 15,
+    "test_string_models.py": 14, "test_packaging.py": 14, "test_preserve_unused_tokens.py": 13,
+    "test_original_tokenization_suite.py": 13, "test_scalable_pretraining_data.py": 11,
+    "test_corrupt_checkpoint.py": 10, "test_generic_tools.py": 9, "test_rough_edges.py": 8,
+    "test_progress.py": 6, "test_pretraining_init.py": 6, "test_original_graph.py": 6,
+    "test_first_hour.py": 6, "test_extract_features.py": 5, "test_determinism.py": 5,
+    "test_run_squad.py": 4, "test_export_hook.py": 4, "test_classifier_tasks.py": 4,
+    "test_tokenization.py": 3, "test_mut_tokenization.py": 3, "test_preset_loaders.py": 2,
+    "test_lockstep_parity.py": 2, "test_hf_tokenizer.py": 2, "test_defect_guards.py": 2,
+    "test_tune.py": 1, "test_pretraining_stall.py": 1, "test_original_optimizer.py": 1,
+    "test_notes.py": 1, "test_mut_squad_metrics.py": 1, "test_litert_delegation.py": 1,
+    "test_fast_layers.py": 1, "test_architecture.py": 1, "test_tune_selection.py": 0,
+    "test_squad_epochs.py": 0, "test_run_dir.py": 0, "test_precision.py": 0,
+    "test_mut_metrics.py": 0, "test_mut_conll.py": 0, "test_readme.py": 0,
+    "test_end_to_end.py": 0, "test_pretraining_lockstep.py": 0, "test_squad_resume.py": 0,
+    "test_pretraining_learns.py": 0, "test_recorded_settings.py": 0, "test_runner.py": 0,
+    "test_io_utils.py": 0, "test_optimizer_default.py": 0,
+}
+
+
+def file_seconds_for(markexpr):
+  """The measured per-file seconds of the run ``-m markexpr`` selects."""
+  return NOT_SLOW_SECONDS if markexpr.replace(" ", "") == "notslow" else FULL_SUITE_SECONDS
 
 
 def pytest_collection_modifyitems(config, items):
-  del config
-  rank = {name: i for i, name in enumerate(LONGEST_FILES_FIRST)}
-  # A stable sort: within a rank (and for all unranked files) collection order.
-  items.sort(key=lambda item: rank.get(os.path.basename(str(item.fspath)), len(rank)))
+  seconds = file_seconds_for(config.getoption("markexpr", "") or "")
+  # A stable sort: unlisted files first, then the longest; within a file (and
+  # between files of equal seconds) collection order.
+  items.sort(key=lambda item: -seconds.get(os.path.basename(str(item.fspath)), float("inf")))
 
 
 _FILE_SECONDS = {}
@@ -344,8 +397,8 @@ def pytest_runtest_logreport(report):
 
 
 def pytest_terminal_summary(terminalreporter):
-  """One line per file of the 12 longest (what ``LONGEST_FILES_FIRST``
-  orders) and each worker's sum; every file's seconds go to pytest's cache
+  """One line per file of the 12 longest (what ``FULL_SUITE_SECONDS`` and
+  ``NOT_SLOW_SECONDS`` order) and each worker's sum; every file's seconds go to pytest's cache
   (``.pytest_cache/v/bert_tf/file_seconds``)."""
   if not _FILE_SECONDS:
     return
@@ -353,7 +406,7 @@ def pytest_terminal_summary(terminalreporter):
   terminalreporter.write_line("longest files (s, all workers): " + ", ".join(
       "%s %.0f" % (os.path.basename(p), s) for p, s in top))
   cache = getattr(terminalreporter.config, "cache", None)
-  if cache is not None:  # every file, for LONGEST_FILES_FIRST and the notes
+  if cache is not None:  # every file, for the ordering tables and the notes
     cache.set("bert_tf/file_seconds", {os.path.basename(p): round(s, 1) for p, s in
                                        sorted(_FILE_SECONDS.items(), key=lambda kv: -kv[1])})
   # An idle worker at the end shows as a gap between these sums.

@@ -45,8 +45,9 @@ from bert_tf.modeling import tagging  # noqa: E402
 SEQ = 32
 TOKEN_SEQ = 64
 LABELS = ["a", "b", "c"]
-TAGS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
-NER_STRIDE, NER_WINDOWS = 12, 4
+# Every chunk prefix (IOBES), so random tags meet each of conlleval's rules.
+TAGS = ["O", "B-PER", "I-PER", "E-PER", "S-PER", "B-LOC", "I-LOC", "S-LOC"]
+NER_STRIDE, NER_WINDOWS = 11, 4
 SENTENCES = ["Empire State Building is in New York .", "caf\u00e9 NA\u00cfVE \u4e2d\u6587",
              "", "   ", "word " * 80, "x" * 300]
 PAIRS = (["a gorgeous , witty , seductive movie .", "short", "one two three four five "
@@ -70,7 +71,7 @@ def exports(tmp_path_factory):
   built = {
       "pair": ("classifier", models.build_classifier(cfg, 3),
                dict(labels=LABELS, is_pair=True)),
-      # doc_stride 12 of 30-piece windows: up to 3 windows hold a piece (ties
+      # doc_stride 11 of 30-piece windows: up to 3 windows hold a piece (ties
       # of max context); max_windows 4 truncates the longest sentences.
       "ner": ("ner", tagging.BertTokenClassifier(cfg, len(TAGS)),
               dict(labels=TAGS, doc_stride=NER_STRIDE, max_windows=NER_WINDOWS)),

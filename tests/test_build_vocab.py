@@ -61,6 +61,10 @@ def test_layout_matches_the_original(learned_vocab):
   assert os.listdir(os.path.dirname(path)) == ["vocab.txt"]
 
 
+# With its fixture ~15 s (learning the vocab): full suite only. The fast run
+# keeps a learned vocab's layout and tokenizer (test_cased_and_bad_arguments)
+# and the in-graph tokenizer against the original's (test_tokenization).
+@pytest.mark.slow
 def test_tokenizers_agree_and_held_out_unk_rate(learned_vocab, austen_split):
   path = learned_vocab[0]
   ref = tokenization.FullTokenizer(path, do_lower_case=True)

@@ -2,7 +2,7 @@
 
 PyPI ``bert-tensorflow==1.0.4`` ships ``bert/tokenization_test.py``. It is read
 from the installed package at test time (never vendored), edited in exactly
-two places, written to a temporary directory and run in a fresh process:
+two places, written to a temporary directory and run in a process of its own:
 
 1. ``from bert import tokenization`` -> ``from bert_tf import tokenization``;
 2. the ``flagsaver.flagsaver(preserve_unused_tokens=True)`` block (the
@@ -16,12 +16,10 @@ Each edit must apply exactly once, so a change upstream fails loudly here.
 import importlib.util
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, run_tool
 
 IMPORT_OLD = "from bert import tokenization\n"
 IMPORT_NEW = "from bert_tf import tokenization\n"
@@ -62,7 +60,8 @@ def _edited_source():
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory):
   """Both files (edited, and edited without the preserve edit) run by one
-  pytest in one fresh process (one TensorFlow import for both).
+  pytest in one process of their own (``tests/original_pytest.py``, forked
+  from the warm interpreter of ``conftest.run_tool``: no TensorFlow import).
 
   Returns ``{file stem: (output, {test name: outcome})}`` for the files' own
   tests; TensorFlow's inherited ``TestCase.test_session`` (skipped, "Not a
@@ -74,11 +73,11 @@ def outcomes(tmp_path_factory):
            "unedited_preserve_test": edited.replace(FLAGSAVER_NEW, FLAGSAVER_OLD)}
   for stem, code in files.items():
     (tmp_path / (stem + ".py")).write_text(code, encoding="utf-8")
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=ROOT)
-  proc = subprocess.run(
-      [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider",
-       "-o", "addopts=", "-k", "not test_session"] + [stem + ".py" for stem in files],
-      cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=600)
+  # ``python -m pytest`` forked from the warm interpreter (TensorFlow already
+  # imported; bert_tf from the installed package, as the tools import it).
+  proc = run_tool([os.path.join(ROOT, "tests", "original_pytest.py"), "-q", "-rA",
+                   "-p", "no:cacheprovider", "-o", "addopts=", "-k", "not test_session"]
+                  + [stem + ".py" for stem in files], cwd=str(tmp_path), check=False)
   out = proc.stdout + proc.stderr
   got = {stem: {} for stem in files}
   for m in re.finditer(r"^(PASSED|FAILED|ERROR|SKIPPED)\S* (\w+)\.py::TokenizationTest::(\w+)",

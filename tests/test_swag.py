@@ -138,9 +138,12 @@ def test_unlabeled_test_file_and_choice_count(tmp_path):
 # ------------------------------------------------------------------- model
 
 
-def test_hf_bert_for_multiple_choice_parity(minilm_dir, tmp_path):
-  """Real MiniLM encoder + seeded head, via save_pretrained -> from_preset;
-  the inputs are those of HF's tokenizer on the same texts."""
+@pytest.fixture(scope="module")
+def hf_mc(minilm_dir, tmp_path_factory):
+  """Hugging Face's ``BertForMultipleChoice``: the real MiniLM encoder and a
+  seeded head that is not the default init (weight and bias), and its
+  ``save_pretrained`` directory with MiniLM's vocab: ``(ref, hf_dir)``. Read
+  only, shared by the parity and the tool test (one save of ~90 MB)."""
   torch = require("torch")
   transformers = require("transformers")
   torch.manual_seed(0)
@@ -148,10 +151,23 @@ def test_hf_bert_for_multiple_choice_parity(minilm_dir, tmp_path):
   with torch.no_grad():  # a head that is not the default init
     ref.classifier.weight.normal_(0.0, 0.5)
     ref.classifier.bias.uniform_(-1.0, 1.0)
-  hf_dir = str(tmp_path / "hf_mc")
+  hf_dir = str(tmp_path_factory.mktemp("hf_mc") / "hf_mc")
   ref.save_pretrained(hf_dir)
   with open(os.path.join(minilm_dir, "vocab.txt"), "rb") as f:
     open(os.path.join(hf_dir, "vocab.txt"), "wb").write(f.read())
+  return ref, hf_dir
+
+
+# ~10-19 s (real MiniLM, its save and three loads): full suite only. The fast
+# run keeps Hugging Face's multiple-choice parity on the cropped MiniLM
+# (test_hf_heads.test_question_answerer_and_multiple_choice).
+@pytest.mark.slow
+def test_hf_bert_for_multiple_choice_parity(minilm_dir, hf_mc, tmp_path):
+  """Real MiniLM encoder + seeded head, via save_pretrained -> from_preset;
+  the inputs are those of HF's tokenizer on the same texts."""
+  torch = require("torch")
+  transformers = require("transformers")
+  ref, hf_dir = hf_mc
 
   model = BertMultipleChoice.from_preset(hf_dir)
   np.testing.assert_array_equal(model.classifier.output_weights.numpy(),
@@ -571,20 +587,14 @@ def test_warmup_request_parses_and_runs(exported):
 
 
 @pytest.mark.slow
-def test_tool_from_hf_bert_for_multiple_choice_matches_hf(minilm_dir, tmp_path):
+def test_tool_from_hf_bert_for_multiple_choice_matches_hf(hf_mc, tmp_path):
   """--init_checkpoint=a HF BertForMultipleChoice dir (config and vocab from
-  it), no training: eval accuracy, predictions.csv and the export give
-  Hugging Face's own probabilities on real dev rows."""
+  it; :func:`hf_mc`'s seeded head), no training: eval accuracy,
+  predictions.csv and the export give Hugging Face's own probabilities on
+  real dev rows."""
   torch = require("torch")
   transformers = require("transformers")
-  torch.manual_seed(1)
-  ref = transformers.BertForMultipleChoice.from_pretrained(minilm_dir).eval()
-  with torch.no_grad():
-    ref.classifier.weight.normal_(0.0, 0.5)
-  hf_dir = str(tmp_path / "hf_mc")
-  ref.save_pretrained(hf_dir)
-  with open(os.path.join(minilm_dir, "vocab.txt"), "rb") as f:
-    open(os.path.join(hf_dir, "vocab.txt"), "wb").write(f.read())
+  ref, hf_dir = hf_mc
   data = _slice(tmp_path, 4, 20)
   (data / "test.csv").write_bytes((data / "dev.csv").read_bytes())
   out, exp = tmp_path / "out", tmp_path / "exp"

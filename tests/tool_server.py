@@ -57,7 +57,7 @@ _TESTS = os.path.dirname(os.path.abspath(__file__))
 REFERENCE_SCRIPTS = tuple(os.path.join(_TESTS, name) for name in (
     "original_graph.py", "original_optimizer.py", "original_squad.py",
     "original_extract_features.py", "original_create_data.py", "original_subprocess.py",
-    "lockstep_util.py"))
+    "original_pytest.py", "lockstep_util.py"))
 # Environment that acts while TensorFlow loads: a request whose values differ
 # from the server's runs as a real process.
 START_ENV_PREFIXES = ("TF_", "KERAS_", "CUDA_", "OMP_", "MKL_", "BERT_TF_", "PYTHON")

@@ -90,6 +90,7 @@ from bert_tf import errors
 from bert_tf import io_utils
 from bert_tf.export import base
 from bert_tf.export import client
+from bert_tf.export import litert_delegation
 from bert_tf.export import tagging as tagging_export
 from bert_tf.modeling import tagging
 
@@ -816,66 +817,6 @@ class _WidthOnly:
     self.do_lower_case = None
 
 
-def xnnpack_share(tflite_path: str, request: Dict[str, np.ndarray],
-                  num_threads: int = 1) -> Dict[str, int]:
-  """How much of a ``.tflite`` XNNPACK takes over, measured on ``request``.
-
-  LiteRT's Python interpreter applies XNNPACK (its default delegate) at the
-  first call; afterwards the node list holds the file's operators and one
-  ``DELEGATE`` node per partition that XNNPACK took. An operator is counted
-  delegated when it lies inside a partition: between the partition's input
-  and output tensors.
-
-  Args:
-    tflite_path: the file; request: the signature's inputs (a batch-1
-      request: :func:`warmup_inputs`); num_threads: the interpreter's.
-
-  Returns:
-    ``{"ops": N, "delegated": D, "partitions": K, "subgraphs": G}``: of the
-    main graph; G further subgraphs (the length buckets' encoders, ``IF``
-    branches, which LiteRT's Python API does not list node by node; XNNPACK
-    takes them too: BUILD_NOTES, "LiteRT export tokens").
-  """
-  interp = client.litert_interpreter(tflite_path, num_threads)
-  interp.get_signature_runner()(**request)
-  nodes = interp._get_ops_details()  # pylint: disable=protected-access
-  ops = [n for n in nodes if n["op_name"] != "DELEGATE"]
-  producer = {int(t): n["index"] for n in ops for t in n["outputs"]}
-  inputs_of = {n["index"]: [int(t) for t in n["inputs"] if t >= 0] for n in ops}
-  delegated = set()
-  parts = [n for n in nodes if n["op_name"] == "DELEGATE"]
-  for part in parts:
-    boundary = {int(t) for t in part["inputs"]}
-    stack, seen = [int(t) for t in part["outputs"]], set()
-    while stack:
-      t = stack.pop()
-      if t in seen or t in boundary or t not in producer:
-        continue
-      seen.add(t)
-      op = producer[t]
-      delegated.add(op)
-      stack.extend(inputs_of[op])
-  return {"ops": len(ops), "delegated": len(delegated), "partitions": len(parts),
-          "subgraphs": interp.num_subgraphs() - 1}
-
-
-def warmup_inputs(what: str, is_pair: bool = False, num_choices: int = 4,
-                  seq: int = 8) -> Dict[str, np.ndarray]:
-  """A batch-1 request of the export's inputs (for :func:`xnnpack_share`)."""
-  s = lambda *v: np.array([x.encode() for x in v], dtype=object)
-  if what == "swag":
-    return {"context": s("He opens the door."),
-            "endings": np.array([[b"and walks in."] * num_choices], dtype=object)}
-  if what == "encoder":
-    z = np.zeros([1, seq], np.int32)
-    return {"input_word_ids": z, "input_mask": z + 1, "input_type_ids": z}
-  if what == "classifier" and is_pair:
-    return {"text_a": s("a gorgeous film"), "text_b": s("I liked it")}
-  name = {"classifier": "text", "preprocessor": "text", "features": "text_a",
-          "ner": "sentence"}[what]
-  return {name: s("Empire State Building is in New York.")}
-
-
 def write_litert(run, what: str, export_dir: str, version: Optional[int] = None,
                  xla: bool = False, dtype: str = "float32", quantize: str = "none",
                  preprocessor=None) -> str:
@@ -923,21 +864,24 @@ def write_litert(run, what: str, export_dir: str, version: Optional[int] = None,
 
 def print_summary(what: str, run, path: str) -> None:
   """The export tool's lines for a LiteRT export: the file, its size and
-  quantization, the share of operators XNNPACK took (on a batch-1 request),
-  and the tokenizer differences (:data:`TOKEN_DIFFERENCES`)."""
+  quantization, the share of operators XNNPACK took in every graph of the
+  file (:func:`bert_tf.export.litert_delegation.xnnpack_share`), and the
+  tokenizer differences (:data:`TOKEN_DIFFERENCES`)."""
   meta = client.read_metadata(path)
   tflite = os.path.join(path, MODEL_FILE)
-  share = xnnpack_share(tflite, warmup_inputs(what, bool(meta.get("is_pair")),
-                                              int(meta.get("num_choices") or 4),
-                                              int(meta["max_seq_length"])))
+  share = litert_delegation.xnnpack_share(tflite)
+  encoders = [g for g in share["graphs"] if g["matmuls"]]
   print("exported %s (%s, checkpoint %s) to %s (%.1f MB, quantize=%s); XNNPACK "
-        "delegated %d of %d operators of the main graph (%.0f%%, %d partitions)%s; load "
-        "with ai_edge_litert + tensorflow_text.tflite_registrar.SELECT_TFTEXT_OPS" % (
+        "delegated %d of %d operators (%.0f%%) in %d partitions over the file's %d "
+        "graphs; in the %d encoder graphs %d of %d (%.0f%%; left out: id and shape "
+        "bookkeeping and each layer's query/key/value split); load with ai_edge_litert + "
+        "tensorflow_text.tflite_registrar.SELECT_TFTEXT_OPS" % (
             what, run.task_name, run.checkpoint, tflite, os.path.getsize(tflite) / 1e6,
             meta.get("quantize"), share["delegated"], share["ops"],
             100.0 * share["delegated"] / max(1, share["ops"]), share["partitions"],
-            "; the encoder runs in %d length-bucket subgraphs, not in these counts "
-            "(LiteRT's Python API lists no operators of a subgraph)" % share["subgraphs"]
-            if share["subgraphs"] else ""))
+            len(share["graphs"]), len(encoders), sum(g["delegated"] for g in encoders),
+            sum(g["ops"] for g in encoders),
+            100.0 * sum(g["delegated"] for g in encoders)
+            / max(1, sum(g["ops"] for g in encoders))))
   for note in meta.get("token_differences") or ():
     print("warning: the in-graph tokenizer differs from the original's: " + note)

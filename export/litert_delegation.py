@@ -21,7 +21,10 @@ written with ``ai_edge_litert.tools.flatbuffer_utils``).
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+import contextlib
+import os
+import sys
+from typing import Dict, List
 
 import numpy as np
 
@@ -37,7 +40,8 @@ _GRAPH_INDEX_OPTIONS = {
 
 
 def _as_main_graph(model, k: int) -> bytes:
-  """The file's bytes with graph ``k`` first (graphs 0 and k swapped)."""
+  """The file's bytes with graph ``k`` first (graphs 0 and k swapped; no
+  signatures, so the interpreter runs graph 0)."""
   from ai_edge_litert.tools import flatbuffer_utils as fu  # pylint: disable=g-import-not-at-top
   swap = lambda i: k if i == 0 else (0 if i == k else i)  # pylint: disable=unnecessary-lambda-assignment
   graphs = list(model.subgraphs)
@@ -62,10 +66,10 @@ def _as_main_graph(model, k: int) -> bytes:
           setattr(op.builtinOptions, attr, swap(getattr(op.builtinOptions, attr)))
 
 
-def _zeros(interp, detail) -> np.ndarray:
+def _zeros(detail) -> np.ndarray:
   shape = [1 if d < 0 else int(d) for d in detail["shape_signature"]]
   if detail["dtype"] in (np.bytes_, np.object_, object):
-    return np.array([b"x"] * int(np.prod(shape)), dtype=object).reshape(shape)
+    return np.full(shape, b"x", dtype=np.bytes_)
   return np.zeros(shape, detail["dtype"])
 
 
@@ -74,6 +78,7 @@ def _count(nodes: List[dict]) -> Dict[str, int]:
   (between a ``DELEGATE`` node's input and output tensors)."""
   ops = [n for n in nodes if n["op_name"] != "DELEGATE"]
   parts = [n for n in nodes if n["op_name"] == "DELEGATE"]
+  matmuls = sum(n["op_name"] in ("FULLY_CONNECTED", "BATCH_MATMUL") for n in ops)
   # A delegated operator's node stays in the list but leaves the execution
   # plan; it is found by walking back from a partition's outputs.
   producer = {int(t): n["index"] for n in ops for t in n["outputs"]}
@@ -90,55 +95,72 @@ def _count(nodes: List[dict]) -> Dict[str, int]:
       op = producer[t]
       delegated.add(op)
       stack.extend(inputs_of[op])
-  return {"ops": len(ops), "delegated": len(delegated), "partitions": len(parts)}
+  return {"ops": len(ops), "delegated": len(delegated), "partitions": len(parts),
+          "matmuls": matmuls}
 
 
-def xnnpack_share(tflite_path: str, request: Optional[Dict[str, np.ndarray]] = None,
-                  num_threads: int = 1) -> Dict[str, object]:
+def xnnpack_share(tflite_path: str, num_threads: int = 1) -> Dict[str, object]:
   """XNNPACK's share of every graph of a ``.tflite``, measured.
+
+  Every graph (each signature's, each ``IF`` branch's) runs once as the
+  main graph of a copy of the file, on batch-1 inputs of zeros (strings:
+  ``"x"``), in the interpreter the client uses.
 
   Args:
     tflite_path: the file.
-    request: the main signature's inputs for the main graph's run (e.g.
-      :func:`bert_tf.export.litert.warmup_inputs`); None: zeros / ``"x"``
-      of batch 1. The other graphs always run on zeros of batch 1 (their
-      inputs are the encoder's id tensors).
     num_threads: the interpreter's.
 
   Returns:
     ``{"ops": N, "delegated": D, "partitions": K, "graphs": [...]}``: the
     totals over every graph, and per graph (file order) a dict with
-    ``index``, ``name``, ``ops``, ``delegated``, ``partitions``. Graphs that
-    only hold control flow (an ``IF`` and its condition) count as theirs.
+    ``index``, ``name``, ``ops``, ``delegated``, ``partitions`` and
+    ``matmuls`` (its FULLY_CONNECTED / BATCH_MATMUL operators: an encoder's
+    graph has them, the tokenizer's and control flow's have none).
 
   Raises:
-    client.PredictError: the file does not load (no ai-edge-litert, no
-      tensorflow-text registrar, unreadable).
+    client.PredictError: ai-edge-litert or tensorflow-text's registrar
+      missing.
+    ValueError / RuntimeError: the file does not load.
   """
   from ai_edge_litert import interpreter as litert  # pylint: disable=g-import-not-at-top
   from ai_edge_litert.tools import flatbuffer_utils as fu  # pylint: disable=g-import-not-at-top
-  main = client.litert_interpreter(tflite_path, num_threads)
-  runner = main.get_signature_runner()
-  if request is None:
-    details = runner.get_input_details()
-    request = {name: _zeros(main, d) for name, d in details.items()}
-  runner(**request)
-  graphs = [dict(index=0, **_count(main._get_ops_details()))]  # pylint: disable=protected-access
   model = fu.read_model(tflite_path)
-  for k in range(1, len(model.subgraphs)):
-    interp = litert.InterpreterWithCustomOps(
-        custom_op_registerers=client.litert_registrars(),
-        model_content=_as_main_graph(model, k), num_threads=num_threads)
-    for d in interp.get_input_details():
-      interp.resize_tensor_input(d["index"], [1 if s < 0 else int(s)
-                                              for s in d["shape_signature"]])
-    interp.allocate_tensors()
-    for d in interp.get_input_details():
-      interp.set_tensor(d["index"], _zeros(interp, d))
-    interp.invoke()
-    graphs.append(dict(index=k, **_count(interp._get_ops_details())))  # pylint: disable=protected-access
-  for g in graphs:
-    name = model.subgraphs[g["index"]].name
-    g["name"] = name.decode() if isinstance(name, bytes) else str(name or "")
+  registrars = client.litert_registrars()
+  graphs = []
+  with _native_stderr_quiet():  # LiteRT's "INFO: Created ... XNNPACK delegate" line
+    for k in range(len(model.subgraphs)):
+      graphs.append(_measure(litert, model, k, registrars, num_threads))
   total = {key: sum(g[key] for g in graphs) for key in ("ops", "delegated", "partitions")}
   return dict(total, graphs=graphs)
+
+
+@contextlib.contextmanager
+def _native_stderr_quiet():
+  """File descriptor 2 to /dev/null for the block (LiteRT's C++ log lines;
+  Python errors still raise)."""
+  sys.stderr.flush()
+  saved = os.dup(2)
+  try:
+    with open(os.devnull, "w") as null:
+      os.dup2(null.fileno(), 2)
+    yield
+  finally:
+    os.dup2(saved, 2)
+    os.close(saved)
+
+
+def _measure(litert, model, k: int, registrars, num_threads: int) -> dict:
+  """One graph's counts: graph ``k`` run as the main graph of a copy."""
+  interp = litert.InterpreterWithCustomOps(
+      custom_op_registerers=registrars, model_content=_as_main_graph(model, k),
+      num_threads=num_threads)
+  for d in interp.get_input_details():
+    interp.resize_tensor_input(d["index"], [1 if s < 0 else int(s)
+                                            for s in d["shape_signature"]])
+  interp.allocate_tensors()
+  for d in interp.get_input_details():
+    interp.set_tensor(d["index"], _zeros(d))
+  interp.invoke()
+  name = model.subgraphs[k].name
+  return dict(index=k, name=name.decode() if isinstance(name, bytes) else str(name or ""),
+              **_count(interp._get_ops_details()))  # pylint: disable=protected-access

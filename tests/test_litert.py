@@ -13,6 +13,7 @@ written by the scripts beside them in bench/results/litert_2026-12-02/.
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -35,6 +36,7 @@ from bert_tf import tokenization  # noqa: E402
 from bert_tf.export import client  # noqa: E402
 from bert_tf.export import fine_tuned  # noqa: E402
 from bert_tf.export import litert  # noqa: E402
+from bert_tf.export import litert_delegation  # noqa: E402
 from bert_tf.export import saved_model  # noqa: E402
 from bert_tf.export import tagging as tagging_export  # noqa: E402
 from bert_tf.modeling import encoder as encoder_lib  # noqa: E402
@@ -368,7 +370,7 @@ def classifier_run(tmp_path_factory):
   shutil.copy(VOCAB, out / run_dir.VOCAB)
   (out / run_dir.CLASSIFIER_CONFIG).write_text(json.dumps({
       "task_name": "sst-2", "labels": ["neg", "pos"], "do_lower_case": True,
-      "max_seq_length": 16, "is_regression": False, "is_pair": False}))
+      "max_seq_length": 40, "is_regression": False, "is_pair": False}))
   model = models.build_classifier(config_lib.BertConfig.from_json_file(TINY_CONFIG), 2)
   tf.train.Checkpoint(model=model).save(str(out / "ckpt"))
   return str(out), model
@@ -379,9 +381,22 @@ def test_tools_export_and_predict_a_tflite(classifier_run, tmp_path):
   export_dir = str(tmp_path / "lite")
   p = run_tool(["tools/export_saved_model.py", "--output_dir=" + out,
                 "--export_dir=" + export_dir, "--format=litert", "--quantize=dynamic_int8"])
-  assert "XNNPACK delegated" in p.stdout and "quantize=dynamic_int8" in p.stdout, p.stdout
+  assert "quantize=dynamic_int8" in p.stdout, p.stdout
   assert "warning: the in-graph tokenizer differs" in p.stdout
   tflite = os.path.join(export_dir, "1", litert.MODEL_FILE)
+  # The XNNPACK line counts every graph: max_seq_length 40 gives encoders
+  # at 16, 32 and 40 tokens in IF branches, each mostly on XNNPACK.
+  share = litert_delegation.xnnpack_share(tflite)
+  line = re.search(r"XNNPACK delegated (\d+) of (\d+) operators \(\d+%\) in (\d+) "
+                   r"partitions over the file's (\d+) graphs", p.stdout)
+  assert line and [int(v) for v in line.groups()] == [
+      share["delegated"], share["ops"], share["partitions"], len(share["graphs"])], p.stdout
+  encoders = [g for g in share["graphs"] if g["ops"] > 100]
+  assert len(encoders) == 3 and all(g["delegated"] > 0.8 * g["ops"] for g in encoders), share
+  # Two signatures (serving_default, pair): the tool's line covers both graphs.
+  p = run_tool(["tools/export_saved_model.py", "--output_dir=" + out, "--what=preprocessor",
+                "--export_dir=" + str(tmp_path / "pre"), "--format=litert"])
+  assert "over the file's 2 graphs" in p.stdout, p.stdout
   meta = client.read_metadata(os.path.dirname(tflite))
   assert (meta["format"], meta["labels"], meta["inputs"]) == ("litert", ["neg", "pos"], ["text"])
   p = run_tool(["tools/predict_saved_model.py", "--num_threads=1", export_dir,

@@ -505,6 +505,10 @@ class LiteRTModule(tf.Module):
     preprocessor: the :class:`BertPreprocessor` the model was trained with.
     labels: label names (classifier, ner); None for regression / others.
     is_pair, is_regression: the classifier's shape.
+    multi_label: the classifier's labels are independent (a sigmoid each):
+      the SavedModel's multi-label outputs (``probabilities`` float32
+      [B, L], ``logits``, ``label_mask`` bool [B, L] at probability >= 0.5,
+      ``labels`` string [B, L], "" where the mask is off).
     num_choices: endings per context (``swag``).
 
     doc_stride, max_windows: ``ner``: the SavedModel's windows
@@ -522,7 +526,7 @@ class LiteRTModule(tf.Module):
 
   def __init__(self, what: str, model, preprocessor, labels: Optional[List[str]] = None,
                is_pair: bool = False, is_regression: bool = False, num_choices: int = 4,
-               doc_stride: int = 64, max_windows: int = 256):
+               doc_stride: int = 64, max_windows: int = 256, multi_label: bool = False):
     super().__init__(name="bert_litert_serving")
     self.what = what
     if model is not None:
@@ -531,6 +535,7 @@ class LiteRTModule(tf.Module):
     self.tokenizer = fast_tokenizer(preprocessor) if what != "encoder" else None
     self.labels = labels
     self.is_pair, self.is_regression = bool(is_pair), bool(is_regression)
+    self.multi_label = bool(multi_label) and not self.is_regression
     self.num_choices = int(num_choices)
     self.doc_stride, self.max_windows = int(doc_stride), int(max_windows)
     if what == "ner" and (self.doc_stride < 1 or self.max_windows < 1):
@@ -601,6 +606,14 @@ class LiteRTModule(tf.Module):
     logits = self._bucketed(self._pack(texts))
     if self.is_regression:
       return {"predictions": logits[:, 0]}
+    if self.multi_label:
+      probabilities = tf.sigmoid(logits)
+      mask = probabilities >= 0.5
+      # LiteRT selects no strings: gather the name, or the "" after the names.
+      n = len(self.labels)
+      pick = tf.where(mask, tf.range(n, dtype=tf.int32)[tf.newaxis, :], n)
+      return {"probabilities": probabilities, "logits": logits, "label_mask": mask,
+              "labels": tf.gather(tf.constant(list(self.labels) + [""]), pick)}
     label_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
     return {"probabilities": tf.nn.softmax(logits, axis=-1), "logits": logits,
             "label_ids": label_ids,
@@ -726,7 +739,8 @@ def export_litert(what: str, model, preprocessor, export_dir: str,
                   labels: Optional[Sequence[str]] = None, is_pair: bool = False,
                   is_regression: bool = False, num_choices: int = 4,
                   task_name: str = "", max_seq_length: Optional[int] = None,
-                  config=None, doc_stride: int = 64, max_windows: int = 256) -> str:
+                  config=None, doc_stride: int = 64, max_windows: int = 256,
+                  multi_label: bool = False) -> str:
   """Writes ``export_dir/<version>/model.tflite`` and its metadata file.
 
   Args:
@@ -736,7 +750,8 @@ def export_litert(what: str, model, preprocessor, export_dir: str,
       with ``max_seq_length``).
     export_dir: the export base directory; version: default the next free.
     quantize: one of :data:`QUANTIZE`.
-    labels, is_pair, is_regression, num_choices, task_name: the task's.
+    labels, is_pair, is_regression, num_choices, task_name, multi_label:
+      the task's (:class:`LiteRTModule`).
     max_seq_length: the id-level encoder's fixed width (default the
       preprocessor's).
     config: the model's :class:`BertConfig` (recorded in the metadata).
@@ -764,7 +779,8 @@ def export_litert(what: str, model, preprocessor, export_dir: str,
     warnings.warn("LiteRT export: " + UNUSED_DIFFERENCE, stacklevel=2)
   module = LiteRTModule(what, model, preprocessor,
                         None if labels is None else [str(l) for l in labels],
-                        is_pair, is_regression, num_choices, doc_stride, max_windows)
+                        is_pair, is_regression, num_choices, doc_stride, max_windows,
+                        multi_label)
   flat = convert(module, quantize)
   version = base.next_version(export_dir) if version is None else int(version)
   final = os.path.join(export_dir, str(version))
@@ -778,7 +794,8 @@ def export_litert(what: str, model, preprocessor, export_dir: str,
       "task": task_name or None, "task_name": task_name,
       "labels": None if labels is None else [str(l) for l in labels],
       "is_pair": bool(is_pair) if what == "classifier" else (True if what == "swag" else None),
-      "is_regression": bool(is_regression), "inputs": inputs,
+      "is_regression": bool(is_regression), "multi_label": module.multi_label,
+      "inputs": inputs,
       "max_seq_length": seq,
       "do_lower_case": getattr(preprocessor, "do_lower_case", None),
       "preserve_unused_tokens": pre_unused,
@@ -844,15 +861,13 @@ def write_litert(run, what: str, export_dir: str, version: Optional[int] = None,
                             "options; use --quantize=dynamic_int8|float16",
                             argument="format")
   cfg = run.run_config
-  if what == "classifier" and cfg.get("multi_label"):
-    raise LiteRTExportError("--format=litert: a multi-label classifier exports as a "
-                            "SavedModel only (--format=saved_model)", argument="format")
   pre = None if what == "encoder" else preprocessor
   kwargs = dict(quantize=quantize, task_name=run.task_name, config=run.config,
                 max_seq_length=run.max_seq_length)
   if what == "classifier":
     kwargs.update(is_pair=cfg["is_pair"], is_regression=cfg["is_regression"],
-                  labels=None if cfg["is_regression"] else cfg["labels"])
+                  labels=None if cfg["is_regression"] else cfg["labels"],
+                  multi_label=bool(cfg.get("multi_label")))
   elif what == "ner":
     # export_run's SavedModel: the training doc_stride, export_tagger's max_windows.
     kwargs.update(labels=cfg["labels"], doc_stride=int(cfg.get("doc_stride", 64)))

@@ -149,7 +149,7 @@ def test_multi_label_and_regression_by_problem_type(hf):
   assert (again.label_names, again.problem_type) == (GENRES, "multi_label_classification")
   assert again.predict_labels(texts, verbose=0) == want
   # Served as it is (export_saved_model --from_preset's library path):
-  # sigmoid probabilities and the names at or above 0.5; LiteRT refuses it.
+  # sigmoid probabilities and the names at or above 0.5, in both formats.
   from bert_tf.export import fine_tuned  # pylint: disable=g-import-not-at-top
   from bert_tf.export import from_preset  # pylint: disable=g-import-not-at-top
   run = from_preset.load_preset(hf["multi"])
@@ -157,10 +157,13 @@ def test_multi_label_and_regression_by_problem_type(hf):
                                ).signatures["serving_default"](text=tf.constant(texts))
   np.testing.assert_allclose(served["probabilities"], 1 / (1 + np.exp(-logits)), atol=ATOL)
   assert [[l.decode() for l in row if l] for row in served["labels"].numpy()] == want
-  with pytest.raises(errors.BertTfError, match="multi-label classifier exports as a "
-                     "SavedModel only"):
-    fine_tuned.export_run(run, None, str(hf["root"] / "multi_lite"), format="litert")
-  assert not os.path.exists(hf["root"] / "multi_lite")
+  from bert_tf.export import client  # pylint: disable=g-import-not-at-top
+  lite = client.LiteRTSignature(os.path.join(fine_tuned.export_run(
+      run, None, str(hf["root"] / "multi_lite"), format="litert"), "model.tflite"))(
+          text=np.array([t.encode() for t in texts], dtype=object))
+  np.testing.assert_allclose(lite["probabilities"], 1 / (1 + np.exp(-logits)), atol=ATOL)
+  np.testing.assert_array_equal(lite["label_mask"], served["label_mask"].numpy())
+  assert lite["labels"].tolist() == served["labels"].numpy().tolist()
 
 
 def test_a_keras_file_without_optimizer_state(tmp_path):

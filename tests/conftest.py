@@ -377,7 +377,7 @@ FULL_SUITE_SECONDS = {
 NOT_SLOW_SECONDS = {
     "test_swag.py": 46, "test_litert.py": 62, "test_squad_data.py": 59,
     "test_keras_fresh_process.py": 57, "test_squad_export.py": 56, "test_hf_heads.py": 53,
-    "test_export.py": 48, "test_beam.py": 44, "test_length_report.py": 25,
+    "test_export.py": 48, "test_beam.py": 36, "test_length_report.py": 25,
     "test_fine_tuning_resume.py": 25, "test_keras_native.py": 23, "test_ner.py": 22,
     "test_hf_write.py": 21, "test_squad_model.py": 20, "test_pretraining_data.py": 18,
     "test_modeling.py": 17, "test_hf_hub.py": 17, "test_refusals.py": 16,

@@ -63,7 +63,9 @@ def instance_flags(seed):
   return ["--random_seed=%d" % seed] + ["--%s=%s" % kv for kv in FLAGS.items()]
 
 
-@pytest.fixture(scope="module", params=[12345, 7])
+# The default seed in the fast run; a second seed (another pipeline run,
+# ~6-10 s) in the full suite.
+@pytest.fixture(scope="module", params=[12345, pytest.param(7, marks=pytest.mark.slow)])
 def instances(request, corpus, tmp_path_factory):
   """(local stats, beam stats line, beam output prefix) for one seed."""
   seed = request.param

@@ -278,6 +278,10 @@ def test_a_cased_run_passes_its_casing_on(tmp_path):
   p = params(True)  # the flag's default
   _, vocab = classification.resolve_config_and_vocab(p)
   assert vocab == str(run / "vocab.txt") and p.do_lower_case is False
+  # extract_features finds the same files and casing (one resolver).
+  from bert_tf.tasks import feature_extraction  # pylint: disable=g-import-not-at-top
+  assert feature_extraction.resolve_config_and_vocab(str(run / "ckpt-4"))[1:] == (
+      str(run / "vocab.txt"), False)
   assert presets.get_preset_loader(str(run)).do_lower_case() is False
   (run / "pretraining_config.json").write_text(json.dumps(dict(got, do_lower_case=True)))
   with pytest.raises(errors.ParamsError, match="do_lower_case=False, but .* was trained "

@@ -190,6 +190,10 @@ def test_tf1_names_round_trip(tmp_path):
   cfg.to_json_file(str(run / "bert_config.json"))
   shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
   assert shapes["cls/squad/output_bias"] == [2]
+  # Told a SQuAD model by its own names (the export's --from_preset task).
+  from bert_tf.export import from_preset  # pylint: disable=g-import-not-at-top
+  from bert_tf.modeling import presets  # pylint: disable=g-import-not-at-top
+  assert from_preset.preset_kind(presets.get_preset_loader(prefix)) == "squad"
   x = random_inputs()
   want = model(x)
   for loaded in (BertQuestionAnswerer.from_preset(prefix),

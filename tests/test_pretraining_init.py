@@ -61,6 +61,17 @@ def test_hugging_face_bert_for_pretraining_heads_are_loaded(tmp_path):
       dict(checkpoints.encoder_variables(model.encoder))[
           "bert/embeddings/word_embeddings"].numpy(),
       sd["bert.embeddings.word_embeddings.weight"])
+  # The directory as transformers 5 saves a tokenizer (tokenizer.json, no
+  # vocab.txt): run_pretraining takes its vocab without --vocab_file.
+  from bert_tf import convert, preprocessing  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import pretraining  # pylint: disable=g-import-not-at-top
+  files = convert.tokenizer_files(preprocessing.BertPreprocessor(VOCAB), 512)
+  (tmp_path / "hf" / "tokenizer.json").write_text(files["tokenizer.json"], encoding="utf-8")
+  assert not (tmp_path / "hf" / "vocab.txt").exists()
+  found = pretraining.default_vocab_file(str(tmp_path / "hf" / "config.json"),
+                                         str(tmp_path / "hf"))
+  with open(found, encoding="utf-8") as f, open(VOCAB, encoding="utf-8") as g:
+    assert f.read().splitlines() == g.read().splitlines()
 
 
 def test_a_start_model_without_heads_says_they_start_random(minilm_dir):

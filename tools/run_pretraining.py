@@ -68,27 +68,12 @@ def model_config():
 
 
 def find_vocab_file(config_file):
-  """``--vocab_file``, else a ``vocab.txt`` beside the config or init
-  checkpoint, else the vocab a data manifest given as ``--input_file``
-  records (``--runner=beam``'s ``<output_file>.json``). The run directory
-  keeps a copy (``vocab.txt``, with its casing), for fine-tuning with
-  ``--init_checkpoint=RUN``."""
+  """``--vocab_file``, else :func:`bert_tf.tasks.pretraining.default_vocab_file`."""
   if FLAGS.vocab_file:
     if not os.path.exists(FLAGS.vocab_file):
       raise ValueError("--vocab_file: %r does not exist" % FLAGS.vocab_file)
     return FLAGS.vocab_file
-  places = [os.path.dirname(os.path.abspath(config_file))]
-  if FLAGS.init_checkpoint:
-    ic = FLAGS.init_checkpoint
-    places.append(ic if os.path.isdir(ic) else os.path.dirname(os.path.abspath(ic)))
-  for d in places:
-    if os.path.exists(os.path.join(d, "vocab.txt")):
-      return os.path.join(d, "vocab.txt")
-  for pattern in FLAGS.input_file.split(","):
-    recorded = (documents.manifest_flags(pattern.strip()) or {}).get("vocab_file")
-    if recorded and os.path.exists(recorded):
-      return recorded
-  return None
+  return pretraining.default_vocab_file(config_file, FLAGS.init_checkpoint, FLAGS.input_file)
 
 
 def prepare():

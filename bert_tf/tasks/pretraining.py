@@ -89,6 +89,50 @@ class PretrainingParams:
 build_pretrainer = models.build_pretrainer
 
 
+def default_vocab_file(config_file: str, init_checkpoint: Optional[str] = None,
+                       input_file: str = "") -> Optional[str]:
+  """The vocab ``run_pretraining.py`` takes when ``--vocab_file`` is not set.
+
+  In order: a ``vocab.txt`` beside ``config_file`` or ``init_checkpoint``;
+  a Hugging Face ``init_checkpoint``'s vocab (``tokenizer.json``'s WordPiece
+  vocab when it has no ``vocab.txt``, as transformers 5 saves it:
+  :func:`bert_tf.checkpoints.hf_vocab_file`); the vocab a data manifest
+  given as ``input_file`` records (``--runner=beam``'s
+  ``<output_file>.json``). The run directory keeps a copy (``vocab.txt``,
+  with its casing), for fine-tuning with ``--init_checkpoint=RUN``.
+
+  Args:
+    config_file: the model's ``bert_config.json`` / ``config.json`` path.
+    init_checkpoint: the flag (a checkpoint, a run or Hugging Face
+      directory, ``hf://ORG/NAME``), or None.
+    input_file: the flag (comma-separated patterns).
+
+  Returns:
+    a file path, or None (nothing found: the run records no vocab).
+
+  Raises:
+    errors.CheckpointError: a Hugging Face ``tokenizer.json`` that is not
+      BERT WordPiece.
+  """
+  places = [os.path.dirname(os.path.abspath(config_file))]
+  if init_checkpoint:
+    ic = init_checkpoint
+    places.append(ic if os.path.isdir(ic) else os.path.dirname(os.path.abspath(ic)))
+  for d in places:
+    if os.path.exists(os.path.join(d, "vocab.txt")):
+      return os.path.join(d, "vocab.txt")
+  if init_checkpoint and checkpoints.is_hf_dir(init_checkpoint):
+    found = checkpoints.hf_vocab_file(init_checkpoint)
+    if found:
+      return found
+  for pattern in (input_file or "").split(","):
+    recorded = (documents.manifest_flags(pattern.strip()) or {}).get("vocab_file") \
+        if pattern.strip() else None
+    if recorded and os.path.exists(recorded):
+      return recorded
+  return None
+
+
 def tokenizer_settings(params: PretrainingParams) -> dict:
   """How the records' text was tokenized, as a pretraining run records it.
 

@@ -74,7 +74,7 @@ class PretrainingParams:
   nsp: bool = field(True, "Train the next-sentence head (False: the paper's No-NSP ablation).")
   seed: int = field(12345, "Shuffle, dropout and initialization seed.")
   stop_at_step: Optional[int] = field(None, "Stop (with a checkpoint) at this step; a rerun resumes to --num_train_steps.")
-  vocab_file: Optional[str] = field(None, "Vocab of the model (the one the records were made with); default: vocab.txt beside --bert_config_file or --init_checkpoint, else the one an --input_file manifest records. Checked against vocab_size; copied into --output_dir with its casing, so fine-tuning with --init_checkpoint=OUTPUT_DIR needs no --vocab_file.")
+  vocab_file: Optional[str] = field(None, "Vocab of the model (the one the records were made with); default: vocab.txt beside --bert_config_file or --init_checkpoint, else a Hugging Face --init_checkpoint's (tokenizer.json's vocab too), else the one an --input_file manifest records. Checked against vocab_size; copied into --output_dir with its casing, so fine-tuning with --init_checkpoint=OUTPUT_DIR needs no --vocab_file.")
   num_accumulation_steps: int = field(1, "Split each replica's batch into this many micro-batches; one update from their summed gradients.")
   dtype: str = field("float32", "Compute dtype policy (mixed_float16 adds dynamic loss scaling; auto: mixed_bfloat16 where the CPU has bf16 units (avx512_bf16/amx_bf16) or on a TPU, else float32).", choices=DTYPES)
   jit_compile: bool = field(False, "XLA-compile the forward and backward pass.")

@@ -39,31 +39,30 @@ _GRAPH_INDEX_OPTIONS = {
 }
 
 
-def _as_main_graph(model, k: int) -> bytes:
-  """The file's bytes with graph ``k`` first (graphs 0 and k swapped; no
-  signatures, so the interpreter runs graph 0)."""
-  from ai_edge_litert.tools import flatbuffer_utils as fu  # pylint: disable=g-import-not-at-top
+def _swap_graphs(model, k: int) -> None:
+  """Graphs 0 and k swapped in place, every graph index an operator names
+  renumbered to match (its own inverse: a second call undoes it)."""
   swap = lambda i: k if i == 0 else (0 if i == k else i)  # pylint: disable=unnecessary-lambda-assignment
   graphs = list(model.subgraphs)
   graphs[0], graphs[k] = graphs[k], graphs[0]
   model.subgraphs = graphs
+  for graph in graphs:
+    for op in graph.operators or ():
+      for attr in _GRAPH_INDEX_OPTIONS.get(type(op.builtinOptions).__name__, ()):
+        setattr(op.builtinOptions, attr, swap(getattr(op.builtinOptions, attr)))
+
+
+def _as_main_graph(model, k: int) -> bytes:
+  """The file's bytes with graph ``k`` first (graphs 0 and k swapped; no
+  signatures, so the interpreter runs graph 0). ``model`` is left as it was."""
+  from ai_edge_litert.tools import flatbuffer_utils as fu  # pylint: disable=g-import-not-at-top
+  _swap_graphs(model, k)
+  saved_signatures, model.signatureDefs = model.signatureDefs, []
   try:
-    for graph in graphs:
-      for op in graph.operators or ():
-        for attr in _GRAPH_INDEX_OPTIONS.get(type(op.builtinOptions).__name__, ()):
-          setattr(op.builtinOptions, attr, swap(getattr(op.builtinOptions, attr)))
-    saved_signatures, model.signatureDefs = model.signatureDefs, []
-    try:
-      return bytes(fu.convert_object_to_bytearray(model))
-    finally:
-      model.signatureDefs = saved_signatures
+    return bytes(fu.convert_object_to_bytearray(model))
   finally:
-    # Undo, so the caller's object is the file again.
-    graphs[0], graphs[k] = graphs[k], graphs[0]
-    for graph in graphs:
-      for op in graph.operators or ():
-        for attr in _GRAPH_INDEX_OPTIONS.get(type(op.builtinOptions).__name__, ()):
-          setattr(op.builtinOptions, attr, swap(getattr(op.builtinOptions, attr)))
+    model.signatureDefs = saved_signatures
+    _swap_graphs(model, k)
 
 
 def _zeros(detail) -> np.ndarray:

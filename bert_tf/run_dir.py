@@ -12,7 +12,8 @@ Layout (google-research/bert's names where it has one)::
   OUTPUT_DIR/
     bert_config.json         the encoder's sizes (modeling.BertConfig)
     vocab.txt                the WordPiece vocabulary the run used
-    <kind>_config.json       a fine-tuning run's settings (RUN_CONFIGS)
+    <kind>_config.json       a fine-tuning run's settings (the kind's
+                             settings_file, bert_tf.task_kinds)
     pretraining_config.json  a pretraining run's tokenizer settings (the
                              casing of its vocab.txt; PRETRAINING_CONFIG)
     train_flags.json         the training recipe a resume must match
@@ -31,7 +32,9 @@ Example::
 import json
 import os
 import re
-from typing import Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
+
+from bert_tf import task_kinds
 
 BERT_CONFIG = "bert_config.json"
 VOCAB = "vocab.txt"
@@ -43,24 +46,15 @@ DETERMINISM_FILE = "determinism.json"
 DATA_DIR_PREFIX = "data-worker-"
 CHECKPOINT_STATE = "checkpoint"
 
-# Run kind -> (the settings file that marks a fine-tuning run of that kind,
-# the tool that writes it). A run directory without one is a pretraining run.
-CLASSIFIER_CONFIG = "classifier_config.json"
-SQUAD_CONFIG = "squad_config.json"
-NER_CONFIG = "ner_config.json"
-SWAG_CONFIG = "swag_config.json"
-RUN_CONFIGS: Dict[str, Tuple[str, str]] = {
-    "classifier": (CLASSIFIER_CONFIG, "run_classifier.py"),
-    "squad": (SQUAD_CONFIG, "run_squad.py"),
-    "ner": (NER_CONFIG, "run_ner.py"),
-    "swag": (SWAG_CONFIG, "run_swag.py"),
-}
+# The settings files of the task kinds (bert_tf.task_kinds, one record per
+# kind): a fine-tuning kind's marks a run of that kind; a run directory with
+# none is a pretraining run.
+CLASSIFIER_CONFIG = task_kinds.CLASSIFIER_CONFIG
+SQUAD_CONFIG = task_kinds.SQUAD_CONFIG
+NER_CONFIG = task_kinds.NER_CONFIG
+SWAG_CONFIG = task_kinds.SWAG_CONFIG
 PRETRAINING = "pretraining"
-PRETRAINING_CONFIG = "pretraining_config.json"
-# Every file that records a run's tokenizer settings (a pretraining run is no
-# run kind of RUN_CONFIGS: it has no task head to export).
-SETTINGS_FILES: Tuple[str, ...] = tuple(
-    name for name, _ in RUN_CONFIGS.values()) + (PRETRAINING_CONFIG,)
+PRETRAINING_CONFIG = task_kinds.PRETRAINING_CONFIG
 TOKENIZER_KEYS = ("do_lower_case", "max_seq_length", "preserve_unused_tokens")
 
 _STATE_LINE = re.compile(r'^model_checkpoint_path:\s*"((?:[^"\\]|\\.)*)"\s*$')
@@ -179,9 +173,10 @@ def run_dir_of(prefix: str) -> str:
 
 
 def run_kinds(output_dir: str) -> list:
-  """The run kinds whose settings file is in ``output_dir`` (see RUN_CONFIGS)."""
-  return [k for k, (name, _) in RUN_CONFIGS.items()
-          if os.path.exists(os.path.join(output_dir, name))]
+  """The fine-tuning kinds (:func:`bert_tf.task_kinds.fine_tuning_kinds`)
+  whose settings file is in ``output_dir``: names, in registration order."""
+  return [k.name for k in task_kinds.fine_tuning_kinds()
+          if os.path.exists(os.path.join(output_dir, k.settings_file))]
 
 
 def read_results(path: str) -> Optional[dict]:
@@ -194,10 +189,10 @@ def read_results(path: str) -> Optional[dict]:
 
 def recorded_settings(directory: str) -> dict:
   """The tokenizer settings (:data:`TOKENIZER_KEYS`) the settings files of
-  a run directory record (:data:`SETTINGS_FILES`, in that order; {} when
-  none does)."""
+  a run directory record (:func:`bert_tf.task_kinds.settings_files`, in
+  that order; {} when none does)."""
   out = {}
-  for name in SETTINGS_FILES:
+  for name in task_kinds.settings_files():
     try:
       with open(os.path.join(directory, name), encoding="utf-8") as f:
         recorded = json.load(f)

@@ -58,6 +58,7 @@ from bert_tf import errors
 from bert_tf import io_utils
 from bert_tf import preprocessing
 from bert_tf import run_dir
+from bert_tf import task_kinds
 from bert_tf.modeling import encoder as encoder_lib
 from bert_tf.modeling import models
 from bert_tf.modeling import multiple_choice as multiple_choice_model
@@ -73,7 +74,6 @@ BEST_DIR = run_dir.BEST_DIR
 
 FineTunedDirError = errors.FineTunedDirError  # re-exported; defined in bert_tf.errors
 
-RUN_CONFIGS = run_dir.RUN_CONFIGS
 PRETRAINING = run_dir.PRETRAINING
 # What each kind of run can export; the first is the default.
 EXPORTS = {
@@ -146,7 +146,7 @@ class RunDir:
   @property
   def tool(self) -> str:
     """The tool that writes runs of this kind (for messages)."""
-    return RUN_CONFIGS[self.kind][1] if self.kind in RUN_CONFIGS else "run_pretraining.py"
+    return task_kinds.get(self.kind).tool or "run_pretraining.py"
 
 
 def run_kind(output_dir: str) -> str:
@@ -169,7 +169,7 @@ def run_kind(output_dir: str) -> str:
   if len(kinds) > 1:
     raise FineTunedDirError("%s holds the run configs of several runs (%s): use one "
                             "--output_dir per run" % (output_dir, ", ".join(
-                                RUN_CONFIGS[k][0] for k in kinds)),
+                                task_kinds.get(k).settings_file for k in kinds)),
                             argument="output_dir")
   return kinds[0] if kinds else PRETRAINING
 
@@ -263,7 +263,7 @@ def read_run(output_dir: str, max_seq_length: Optional[int] = None,
     return RunDir(output_dir, kind, config, {}, None, None, vocab_file,
                   True if do_lower_case is None else bool(do_lower_case), False,
                   seq, None)
-  name, tool = RUN_CONFIGS[kind]
+  name, tool = task_kinds.get(kind).settings_file, task_kinds.get(kind).tool
   path = os.path.join(output_dir, name)
   run_config = _read_json(path)
   own_vocab = os.path.join(output_dir, run_dir.VOCAB)
@@ -321,13 +321,13 @@ def load_run(output_dir: str, checkpoint: Optional[str] = None,
     return dataclasses.replace(run, encoder=encoder, checkpoint=ckpt)
   model = _build_model(run)
   _restore(ckpt, "the %s model of %s (bert_config.json, %s)" % (
-      run.kind, output_dir, RUN_CONFIGS[run.kind][0]), model=model)
+      run.kind, output_dir, task_kinds.get(run.kind).settings_file), model=model)
   return dataclasses.replace(run, model=model, encoder=model.encoder, checkpoint=ckpt)
 
 
 def _build_model(run: RunDir):
   """The fine-tuned Keras model a run of ``run.kind`` trains (fresh weights)."""
-  path = os.path.join(run.output_dir, RUN_CONFIGS[run.kind][0])
+  path = os.path.join(run.output_dir, task_kinds.get(run.kind).settings_file)
   if run.kind == "classifier":
     num = 1 if run.run_config["is_regression"] else len(_labels(run.run_config, path))
     return models.build_classifier(run.config, num)

@@ -25,7 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAYERS = [
     ("base", ["bert_tf._lazy", "bert_tf._import_hooks", "bert_tf._keras_registry",
               "bert_tf._quiet", "bert_tf.errors", "bert_tf.params", "bert_tf.config",
-              "bert_tf.io_utils", "bert_tf.run_dir", "bert_tf.precision", "bert_tf.tokenization",
+              "bert_tf.io_utils", "bert_tf.task_kinds", "bert_tf.run_dir", "bert_tf.precision", "bert_tf.tokenization",
               "bert_tf.metrics", "bert_tf.squad_metrics", "bert_tf.huggingface"]),
     ("modeling", ["bert_tf.modeling", "bert_tf.checkpoints", "bert_tf.optimization",
                   "bert_tf.preprocessing", "bert_tf.convert"]),
@@ -39,7 +39,7 @@ LAYERS = [
 
 # Modules that must load without TensorFlow (data workers fork from them).
 TF_FREE = [
-    "bert_tf._import_hooks", "bert_tf._keras_registry", "bert_tf._quiet", "bert_tf.errors", "bert_tf.params", "bert_tf.config", "bert_tf.io_utils", "bert_tf.run_dir",
+    "bert_tf._import_hooks", "bert_tf._keras_registry", "bert_tf._quiet", "bert_tf.errors", "bert_tf.params", "bert_tf.config", "bert_tf.io_utils", "bert_tf.task_kinds", "bert_tf.run_dir",
     "bert_tf.precision", "bert_tf.tokenization", "bert_tf.metrics", "bert_tf.squad_metrics",
     "bert_tf.data.squad", "bert_tf.data.swag", "bert_tf.data.conll", "bert_tf.data.extract", "bert_tf.data.pretraining.tokens", "bert_tf.data.pretraining.documents",
     "bert_tf.data.pretraining.records",

@@ -32,6 +32,7 @@ import tensorflow as tf  # noqa: E402  pylint: disable=g-import-not-at-top
 from bert_tf import config as config_lib  # noqa: E402
 from bert_tf import preprocessing  # noqa: E402
 from bert_tf import run_dir  # noqa: E402
+from bert_tf import task_kinds  # noqa: E402
 from bert_tf import tokenization  # noqa: E402
 from bert_tf.export import client  # noqa: E402
 from bert_tf.export import fine_tuned  # noqa: E402
@@ -413,7 +414,7 @@ def test_tools_export_and_predict_a_tflite(classifier_run, tmp_path):
   squad = tmp_path / "squad"
   squad.mkdir()
   shutil.copy(TINY_CONFIG, squad / run_dir.BERT_CONFIG)
-  (squad / run_dir.RUN_CONFIGS["squad"][0]).write_text("{}")
+  (squad / task_kinds.get("squad").settings_file).write_text("{}")
   p = run_tool(["tools/export_saved_model.py", "--output_dir=" + str(squad),
                 "--export_dir=" + str(tmp_path / "sq"), "--format=litert"], check=False)
   assert p.returncode != 0 and "not convertible" in p.stderr, p.stderr

@@ -48,6 +48,7 @@ from bert_tf import huggingface
 from bert_tf import io_utils
 from bert_tf import preprocessing
 from bert_tf import run_dir
+from bert_tf import task_kinds
 
 # from_preset(..., preprocessor=True) without a recorded length: the
 # original run_classifier's --max_seq_length default (capped at the model's
@@ -628,7 +629,7 @@ class _CheckpointLoader(PresetLoader):
     """The tokenizer settings the run's settings files record."""
     if self._settings is None:
       self._settings = {}
-      for name in run_dir.SETTINGS_FILES:  # a pretraining run's too
+      for name in task_kinds.settings_files():  # a pretraining run's too
         recorded = _read_json(os.path.join(self.run_dir, name)) or {}
         self._settings.update({k: recorded[k] for k in (
             "do_lower_case", "max_seq_length", "preserve_unused_tokens")

@@ -38,11 +38,9 @@ from bert_tf import checkpoints
 from bert_tf import config as config_lib
 from bert_tf import errors
 from bert_tf import run_dir
-from bert_tf.modeling import encoder as encoder_lib
+from bert_tf import task_kinds
 from bert_tf.modeling import models
-from bert_tf.modeling import multiple_choice
 from bert_tf.modeling import presets
-from bert_tf.modeling import tagging
 
 
 def convert_checkpoint(src, dst, output_format, bert_config_file=None):
@@ -109,15 +107,6 @@ def convert_checkpoint(src, dst, output_format, bert_config_file=None):
 
 # --- Writing back to transformers -------------------------------------------
 
-# Our model classes -> transformers' (``modeling_bert.py``); a pretrainer
-# without the next-sentence head is a BertForMaskedLM.
-TRANSFORMERS_CLASSES = {
-    "BertEncoder": "BertModel",
-    "BertClassifier": "BertForSequenceClassification",
-    "BertTokenClassifier": "BertForTokenClassification",
-    "BertQuestionAnswerer": "BertForQuestionAnswering",
-    "BertMultipleChoice": "BertForMultipleChoice",
-}
 # transformers builds these without the pooler (``add_pooling_layer=False``):
 # a pooler tensor in their file is an "unexpected key".
 NO_POOLER = ("BertForTokenClassification", "BertForQuestionAnswering", "BertForMaskedLM")
@@ -125,9 +114,17 @@ NO_POOLER = ("BertForTokenClassification", "BertForQuestionAnswering", "BertForM
 # the original's tanh approximation, transformers' ``gelu_new``.
 TRANSFORMERS_ACTIVATIONS = {"gelu_exact": "gelu", "gelu": "gelu_new", "relu": "relu",
                             "tanh": "tanh", "linear": "linear"}
-# to_transformers(task=...) / tools/convert_checkpoint.py --task: the run
-# kinds of bert_tf.run_dir plus the two pretraining outputs.
-TASKS = ("classifier", "ner", "squad", "swag", "pretraining", "encoder")
+
+
+def task_names() -> Tuple[str, ...]:
+  """The kinds :func:`to_transformers` writes (``task=``, ``convert_checkpoint.py
+  --task``): every :mod:`bert_tf.task_kinds` kind with a Keras model class and
+  transformers architectures, in registration order."""
+  return tuple(task_kinds.names(lambda k: bool(k.model_class and k.hf_architectures)))
+
+
+# The kinds when this module was imported (the tool's --task choices).
+TASKS = task_names()
 SPECIAL_TOKENS = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]",
                   "sep_token": "[SEP]", "mask_token": "[MASK]"}
 # The original WordpieceTokenizer's max_input_chars_per_word (transformers'
@@ -150,18 +147,21 @@ def transformers_architecture(model) -> str:
       :class:`BertMultipleChoice`.
 
   Returns:
-    ``"BertModel"``, ``"BertForSequenceClassification"``, ...
+    ``"BertModel"``, ``"BertForSequenceClassification"``, ...: the first of
+    the model class's kind's ``hf_architectures`` (:mod:`bert_tf.task_kinds`);
+    a pretrainer without the next-sentence head is a ``BertForMaskedLM``.
 
   Raises:
     CheckpointError: another kind of model.
   """
   name = type(model).__name__
-  if name == "BertPretrainer":
-    return "BertForPreTraining" if model.next_sentence is not None else "BertForMaskedLM"
-  if name not in TRANSFORMERS_CLASSES:
+  kind = task_kinds.by_model_class(name)
+  if kind is None or not kind.hf_architectures:
     raise _error("%s is not a bert_tf BERT model (BertEncoder, BertPretrainer, "
                  "BertClassifier, ...): nothing to write for transformers" % name)
-  return TRANSFORMERS_CLASSES[name]
+  if kind.name == "pretraining" and getattr(model, "next_sentence", None) is None:
+    return "BertForMaskedLM"
+  return kind.hf_architectures[0]
 
 
 def _array(variable, transpose: bool = False) -> np.ndarray:
@@ -453,7 +453,7 @@ def _checkpoint_names(path: str) -> set:
 def preset_task(loader) -> Tuple[Optional[str], bool]:
   """What a preset holds, from its own files: ``(task, nsp)``.
 
-  ``task`` is one of :data:`TASKS` or None (cannot be told); ``nsp`` says
+  ``task`` is one of :func:`task_names` or None (cannot be told); ``nsp`` says
   whether a ``pretraining`` preset has the next-sentence head.
 
   * a ``.keras`` file: its model class;
@@ -466,18 +466,15 @@ def preset_task(loader) -> Tuple[Optional[str], bool]:
     else a pretraining run (with the heads its checkpoint holds).
   """
   if isinstance(loader, presets.KerasFileLoader):
-    model = loader.keras_model()
-    arch = transformers_architecture(model)
-    return {v: k for k, v in _ARCH_TASKS.items()}.get(arch, "pretraining"), (
-        arch == "BertForPreTraining")
+    arch = transformers_architecture(loader.keras_model())
+    return task_kinds.by_architecture(arch).name, arch == "BertForPreTraining"
   if isinstance(loader, presets.HuggingFaceLoader):
     arch = loader.architecture()
     tensors = loader.head_tensors()
     nsp = "cls.seq_relationship.weight" in tensors
-    if arch in _ARCH_TASKS.values():
-      return {v: k for k, v in _ARCH_TASKS.items()}[arch], nsp
-    if arch in ("BertForPreTraining", "BertForMaskedLM"):
-      return "pretraining", nsp
+    kind = task_kinds.by_architecture(arch) if arch else None
+    if kind is not None:
+      return kind.name, nsp
     if "qa_outputs.weight" in tensors:
       return "squad", False
     if "cls.predictions.bias" in tensors:
@@ -505,13 +502,6 @@ def preset_task(loader) -> Tuple[Optional[str], bool]:
   return "encoder", False
 
 
-# Fine-tuning tasks -> transformers classes.
-_ARCH_TASKS = {"classifier": "BertForSequenceClassification",
-               "ner": "BertForTokenClassification",
-               "squad": "BertForQuestionAnswering",
-               "swag": "BertForMultipleChoice", "encoder": "BertModel"}
-
-
 def load_preset_model(preset, task: Optional[str] = None, config=None):
   """The model a preset holds (its heads and labels) and its tokenizer.
 
@@ -519,7 +509,7 @@ def load_preset_model(preset, task: Optional[str] = None, config=None):
     preset: any ``from_preset`` source: a run directory, a ``.keras`` file,
       a Hugging Face directory or ``hf://ORG/NAME[@REVISION]``, an original
       checkpoint.
-    task: one of :data:`TASKS`; None: the preset's own (:func:`preset_task`).
+    task: one of :func:`task_names`; None: the preset's own (:func:`preset_task`).
     config: a :class:`BertConfig` for a checkpoint without ``bert_config.json``.
 
   Returns:
@@ -531,8 +521,9 @@ def load_preset_model(preset, task: Optional[str] = None, config=None):
       a task that cannot be told (pass ``task``), ``pretraining`` asked of
       a preset without the masked-LM head; the preset's own errors.
   """
-  if task is not None and task not in TASKS:
-    raise _error("task %r is not one of %s" % (task, ", ".join(TASKS)), argument="task")
+  tasks = task_names()
+  if task is not None and task not in tasks:
+    raise _error("task %r is not one of %s" % (task, ", ".join(tasks)), argument="task")
   try:
     loader = presets.get_preset_loader(preset)
   except errors.CheckpointError:
@@ -544,7 +535,7 @@ def load_preset_model(preset, task: Optional[str] = None, config=None):
   own, nsp = preset_task(loader)
   if task is None and own is None:
     raise _error("%s: cannot tell its task (no architectures in config.json, no run "
-                 "settings file); pass task (--task=%s)" % (preset, "|".join(TASKS)),
+                 "settings file); pass task (--task=%s)" % (preset, "|".join(tasks)),
                  argument="task")
   task = task or own
   if task == "pretraining" and own != "pretraining":
@@ -556,14 +547,9 @@ def load_preset_model(preset, task: Optional[str] = None, config=None):
     pre = None  # no vocab: the weights and config only
   if isinstance(loader, presets.KerasFileLoader) and task == own:
     return loader.keras_model(), pre
-  if task == "encoder":
-    return encoder_lib.BertEncoder.from_preset(preset, config=config), pre
-  if task == "pretraining":
-    return models.BertPretrainer.from_preset(preset, nsp=nsp, config=config), pre
-  cls = {"classifier": models.BertClassifier, "squad": models.BertQuestionAnswerer,
-         "ner": tagging.BertTokenClassifier,
-         "swag": multiple_choice.BertMultipleChoice}[task]
-  return cls.from_preset(preset, config=config), pre
+  cls = task_kinds.get(task).attribute("model_class")
+  extra = {"nsp": nsp} if task == "pretraining" else {}
+  return cls.from_preset(preset, config=config, **extra), pre
 
 
 def to_transformers(model_or_preset, output_dir: str, task: Optional[str] = None,
@@ -584,7 +570,7 @@ def to_transformers(model_or_preset, output_dir: str, task: Optional[str] = None
       preset (a run directory, a ``.keras`` file, a Hugging Face directory
       or ``hf://`` name, an original checkpoint; :func:`load_preset_model`).
     output_dir: a directory that does not exist or is empty.
-    task: with a preset, one of :data:`TASKS` (default: the preset's own).
+    task: with a preset, one of :func:`task_names` (default: the preset's own).
     preprocessor: the tokenizer to write (default: the model's, or the
       preset's vocab and casing).
     config: with a preset, a :class:`BertConfig` for a checkpoint without

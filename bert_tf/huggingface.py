@@ -56,17 +56,9 @@ VOCAB = "vocab.txt"
 TOKENIZER_JSON = "tokenizer.json"
 TOKENIZER_CONFIG = "tokenizer_config.json"
 
-# transformers' BertFor* class -> the bert_tf task kind (export_saved_model's
-# --task) and model class that loads it.
-ARCHITECTURES = {
-    "BertForSequenceClassification": ("classifier", "BertClassifier"),
-    "BertForTokenClassification": ("ner", "BertTokenClassifier"),
-    "BertForQuestionAnswering": ("squad", "BertQuestionAnswerer"),
-    "BertForMultipleChoice": ("swag", "BertMultipleChoice"),
-    "BertForPreTraining": ("pretraining", "BertPretrainer"),
-    "BertForMaskedLM": ("pretraining", "BertPretrainer"),
-    "BertModel": ("encoder", "BertEncoder"),
-}
+# transformers' PretrainedConfig.problem_type values (BertForSequenceClassification).
+# Which task kind and model class read each BertFor* architecture is the kind
+# record's (bert_tf.task_kinds.by_architecture).
 PROBLEM_TYPES = ("single_label_classification", "multi_label_classification", "regression")
 
 

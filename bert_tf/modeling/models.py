@@ -15,8 +15,8 @@ import numpy as np
 from bert_tf import checkpoints
 from bert_tf import config as config_lib
 from bert_tf import errors
+from bert_tf import huggingface
 from bert_tf import preprocessing
-from bert_tf import run_dir
 from bert_tf.modeling import encoder as encoder_lib
 from bert_tf.modeling import layers as bert_layers
 from bert_tf.modeling import presets
@@ -63,20 +63,17 @@ PRETRAINER_TASK = presets.Task(
     "pretrainer", tf1_variables=checkpoints.pretrainer_variables,
     load_hf_head=_load_hf_pretraining_heads, hf_head=_hf_pretraining_head,
     # BertForMaskedLM has no pooler (only the next-sentence head reads it).
-    hf_optional=("bert/pooler/",),
-    hf_architectures=("BertForPreTraining", "BertForMaskedLM"))
+    hf_optional=("bert/pooler/",), kind="pretraining")
 CLASSIFIER_TASK = presets.Task(
-    "classifier", run_config=run_dir.CLASSIFIER_CONFIG,
+    "classifier", kind="classifier",
     tf1_variables=_classifier_tf1_variables, tf1_num_labels="output_weights",
     load_hf_head=load_hf_classifier_head,
     hf_num_labels=checkpoints.HF_CLASSIFIER_HEAD["output_bias"],
-    hf_head=tuple(checkpoints.HF_CLASSIFIER_HEAD.values()),
-    hf_architectures=("BertForSequenceClassification",))
+    hf_head=tuple(checkpoints.HF_CLASSIFIER_HEAD.values()))
 QUESTION_ANSWERER_TASK = presets.Task(
     "question_answerer", load_tf1_head=checkpoints.load_tf1_squad_head,
     hf_optional=("bert/pooler/",), load_hf_head=checkpoints.load_hf_squad_head,
-    hf_head=tuple(checkpoints.HF_SQUAD_HEAD_NAMES.values()),
-    hf_architectures=("BertForQuestionAnswering",))
+    hf_head=tuple(checkpoints.HF_SQUAD_HEAD_NAMES.values()), kind="squad")
 
 
 def gather_indexes(sequence_tensor, positions):
@@ -85,8 +82,6 @@ def gather_indexes(sequence_tensor, positions):
 
 
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
-# transformers' PretrainedConfig.problem_type values (BertForSequenceClassification).
-PROBLEM_TYPES = ("single_label_classification", "multi_label_classification", "regression")
 
 
 def normalize_id2label(id2label, num_labels: int) -> "Optional[dict]":
@@ -737,9 +732,9 @@ class BertClassifier(TextInputsMixin, keras.Model):
     self.id2label = normalize_id2label(id2label, num_labels)
     if problem_type is None:
       problem_type = "regression" if num_labels == 1 else "single_label_classification"
-    if problem_type not in PROBLEM_TYPES:
+    if problem_type not in huggingface.PROBLEM_TYPES:
       raise errors.ParamsError("problem_type %r: one of %s" % (
-          problem_type, ", ".join(PROBLEM_TYPES)), argument="problem_type")
+          problem_type, ", ".join(huggingface.PROBLEM_TYPES)), argument="problem_type")
     self.problem_type = problem_type
     self.encoder = encoder_lib.BertEncoder(config, name="bert")
     self.dropout = bert_layers.Dropout(config.hidden_dropout_prob, name="dropout")

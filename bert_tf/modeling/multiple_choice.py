@@ -240,7 +240,7 @@ def load_hf_multiple_choice_head(model: BertMultipleChoice, model_dir: str) -> b
 # Hugging Face BertForMultipleChoice; the score reads the pooler.
 MULTIPLE_CHOICE_TASK = presets.Task(
     "multiple_choice", load_hf_head=load_hf_multiple_choice_head,
-    hf_head=tuple(HF_HEAD.values()), hf_architectures=("BertForMultipleChoice",))
+    hf_head=tuple(HF_HEAD.values()), kind="swag")
 
 
 def load_multiple_choice_weights(model: BertMultipleChoice, init_checkpoint: str,

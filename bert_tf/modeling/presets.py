@@ -82,40 +82,75 @@ class Task:
     name: ``"encoder"``, ``"pretrainer"``, ``"classifier"``, ... (an
       encoder restores only the encoder from our checkpoints; every other
       task tries the whole model first, then the encoder).
-    run_config: our settings file whose ``labels`` (``is_regression``: 1)
-      give the number of labels (``classifier_config.json``), or None.
+    kind: the task kind (:mod:`bert_tf.task_kinds`: ``"classifier"``,
+      ``"ner"``, ...) whose record names the run-settings file that records
+      the labels (:attr:`run_config`) and the transformers classes of this
+      head (:attr:`hf_architectures`); None for none.
     tf1_variables: ``model -> [(TF1 name, variable)]`` read from an original
       checkpoint (default: the encoder's).
     tf1_num_labels: a TF1 variable [N, H] whose N is the number of labels
       (``"output_weights"``), or None.
-    load_tf1_head: ``(model, prefix) -> Any`` run after ``tf1_variables``
-      (the original ``run_squad.py`` head), or None.
+    load_tf1_head: ``(model, prefix) -> names loaded`` (a list or bool) run
+      after ``tf1_variables`` (the original ``run_squad.py`` head), or None.
     hf_optional: Hugging Face names the encoder may lack (``"bert/pooler/"``
       for heads that do not read it).
-    load_hf_head: ``(model, directory) -> bool`` loading the Hugging Face
-      head when the directory has it, or None.
+    load_hf_head: ``(model, tensors) -> names loaded`` (a list or bool)
+      loading the Hugging Face head when the directory has it, or None
+      (``tensors``: :class:`bert_tf.huggingface.Tensors`, read once).
     hf_num_labels: a Hugging Face tensor [L] whose L is the number of labels
       (``"classifier.bias"``), or None.
     hf_head: the Hugging Face tensors of the head (named in the warning
       when a directory lacks them), or ``model -> names``.
-    hf_architectures: the transformers classes whose head this is
-      (``"BertForSequenceClassification"``): a directory of one of them
-      without the head is an error, one of another class with the same
-      tensor names (``classifier.*``) is refused.
+    load_object_heads: ``(model, checkpoint prefix, source) -> names
+      loaded``: the heads of one of our checkpoints whose whole model is
+      not this class's (the pretraining heads of a pretraining run without
+      next-sentence head), or None (the encoder only).
+    head_name: the head in load messages (``"the SQuAD head"``).
+    describe: ``(what, heads loaded, model) -> str``, the line a load
+      reports (default: ``what`` and ``(with <head_name>)`` when the head
+      was loaded).
   """
   name: str
-  run_config: Optional[str] = None
+  kind: Optional[str] = None
   tf1_variables: Callable[[Any], list] = _encoder_names
   tf1_num_labels: Optional[str] = None
   load_tf1_head: Optional[Callable[[Any, str], Any]] = None
   hf_optional: Tuple[str, ...] = ()
-  load_hf_head: Optional[Callable[[Any, str], Any]] = None
+  load_hf_head: Optional[Callable[[Any, Any], Any]] = None
   hf_num_labels: Optional[str] = None
   hf_head: Any = ()
-  hf_architectures: Tuple[str, ...] = ()
+  load_object_heads: Optional[Callable[[Any, str, str], list]] = None
+  head_name: str = ""
+  describe: Optional[Callable[[str, Tuple[str, ...], Any], str]] = None
+
+  def _kind(self) -> Optional[task_kinds.TaskKind]:
+    return task_kinds.KINDS.get(self.kind) if self.kind else None
+
+  @property
+  def run_config(self) -> Optional[str]:
+    """The settings file of a fine-tuning run of :attr:`kind` whose
+    ``labels`` (``is_regression``: 1) give the number of labels
+    (``classifier_config.json``), or None."""
+    kind = self._kind()
+    return kind.settings_file if kind is not None and kind.fine_tuning else None
+
+  @property
+  def hf_architectures(self) -> Tuple[str, ...]:
+    """The transformers classes whose head this is (the kind record's):
+    a directory of one of them without the head is an error, one of
+    another class with the same tensor names (``classifier.*``) is refused."""
+    kind = self._kind()
+    return kind.hf_architectures if kind is not None else ()
+
+  def report(self, what: str, heads, model) -> str:
+    """The line a load reports (:attr:`describe`)."""
+    heads = tuple(heads or ())
+    if self.describe is not None:
+      return self.describe(what, heads, model)
+    return what + (" (with %s)" % self.head_name if heads and self.head_name else "")
 
 
-ENCODER = Task("encoder")
+ENCODER = Task("encoder", kind="encoder")
 
 
 def _is_prefix(path: str) -> bool:
@@ -513,17 +548,18 @@ class HuggingFaceLoader(PresetLoader):
   def _check_architecture(self, task: Task) -> None:
     """Refuses a head of another task under the same tensor names."""
     arch = self.architecture()
-    if not task.hf_architectures or arch not in huggingface.ARCHITECTURES:
+    kind = task_kinds.by_architecture(arch) if arch else None
+    if not task.hf_architectures or kind is None:
       return
-    if arch in task.hf_architectures or arch == "BertModel":
+    if arch in task.hf_architectures or kind.name == "encoder":
       return
     if callable(task.hf_head) or not any(n in self.head_tensors() for n in task.hf_head):
       return
-    kind, cls = huggingface.ARCHITECTURES[arch]
     raise errors.CheckpointError(
         "from_preset(%r): config.json says %s (a %s head); its %s is not this "
         "model's head: load it with %s.from_preset" % (
-            self.name, arch, kind, ", ".join(task.hf_head), cls), argument="preset")
+            self.name, arch, kind.name, ", ".join(task.hf_head),
+            (kind.model_class or "").rsplit(":", 1)[-1]), argument="preset")
 
   def num_labels(self, task: Task) -> Optional[int]:
     """L of the head tensor :attr:`Task.hf_num_labels` [L], when present."""
@@ -576,7 +612,8 @@ class HuggingFaceLoader(PresetLoader):
     # A pretrained encoder without the head is where fine-tuning starts (the
     # line is informational, as transformers' "newly initialized" notice);
     # another task's fine-tuned model without it is worth a warning.
-    kind = huggingface.ARCHITECTURES.get(arch, ("encoder",))[0]
+    kind = task_kinds.by_architecture(arch) if arch else None
+    kind = kind.name if kind is not None else "encoder"
     log = logging.info if kind in ("encoder", "pretraining") and not loaded else logging.warning
     log("from_preset(%r): %s has no %s (a %s): that head starts from a random init",
         self.name, path, ", ".join(missing), arch or "BertModel")

@@ -43,7 +43,6 @@ import keras
 import tensorflow as tf
 import tensorflow_text as text
 
-from bert_tf import run_dir
 from bert_tf import checkpoints
 from bert_tf import config as config_lib
 from bert_tf import errors
@@ -58,7 +57,6 @@ FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
 HF_HEAD = checkpoints.HF_CLASSIFIER_HEAD
 IGNORE = -1  # label id of positions outside the loss ([CLS], [SEP], padding, non-first pieces)
 _PREFIX_CODES = {"O": 0, "B": 1, "I": 2, "E": 3, "S": 4}
-TAGGING_RUN_CONFIG = run_dir.NER_CONFIG
 # Python str.split()'s whitespace (the split the CoNLL reader guarantees for
 # training words): \t-\r, \x1c-\x20, \x85 and Unicode Z*.
 WHITESPACE = r"[\t-\r\x{1c}-\x{20}\x{85}\p{Z}]+"
@@ -287,9 +285,9 @@ def load_hf_tagging_head(model: BertTokenClassifier, model_dir: str) -> bool:
 # Hugging Face BertForTokenClassification (L from classifier.bias), the
 # labels of a run_ner run; the pooler is not read.
 TAGGING_TASK = presets.Task(
-    "tagging", run_config=TAGGING_RUN_CONFIG, hf_optional=("bert/pooler/",),
+    "tagging", kind="ner", hf_optional=("bert/pooler/",),
     load_hf_head=load_hf_tagging_head, hf_num_labels=HF_HEAD["output_bias"],
-    hf_head=tuple(HF_HEAD.values()), hf_architectures=("BertForTokenClassification",))
+    hf_head=tuple(HF_HEAD.values()))
 
 
 def load_tagging_weights(model: BertTokenClassifier, init_checkpoint: str,

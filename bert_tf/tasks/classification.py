@@ -28,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import run_dir
+from bert_tf import task_kinds
 from bert_tf import checkpoints
 from bert_tf import errors
 from bert_tf import io_utils
@@ -38,7 +39,7 @@ from bert_tf.modeling import models
 from bert_tf.params import field
 from bert_tf.tasks import fine_tuning
 
-RUN_CONFIG = run_dir.CLASSIFIER_CONFIG
+RUN_CONFIG = task_kinds.get("classifier").settings_file
 BEST_DIR = run_dir.BEST_DIR  # the runner keeps the best dev model there
 # Token-length bucket edges for --bucket_by_length training batches.
 BUCKETS = (16, 24, 32, 48, 64, 96)
@@ -293,7 +294,7 @@ class ClassificationTask(fine_tuning.FineTuningTask):
   """
 
   example_unit = "examples"
-  run_config_file = RUN_CONFIG
+  kind = "classifier"
   resumable_input = True  # index permutations: see classifier_data.index_batches
 
   def __init__(self, params: ClassifierParams, do_train: bool = True,
@@ -361,22 +362,24 @@ class ClassificationTask(fine_tuning.FineTuningTask):
 
   @property
   def selection_metric(self) -> str:
-    """``eval_accuracy``, or ``eval_mcc`` (CoLA), ``eval_f1`` (MRPC, QQP),
-    ``eval_spearmanr`` (STS-B) where GLUE reports those."""
-    return "eval_" + {"mcc": "mcc", "acc_and_f1": "f1",
-                      "pearson_and_spearman": "spearmanr"}.get(
-                          self.data_task.metrics, "accuracy")
+    """The kind record's (``eval_accuracy``), or ``eval_mcc`` (CoLA),
+    ``eval_f1`` (MRPC, QQP), ``eval_spearmanr`` (STS-B) where GLUE reports
+    those."""
+    glue = {"mcc": "eval_mcc", "acc_and_f1": "eval_f1",
+            "pearson_and_spearman": "eval_spearmanr"}
+    return glue.get(self.data_task.metrics, super().selection_metric)
 
   @property
   def reported_metrics(self) -> list:
-    """``eval_accuracy`` (not for regression), ``eval_loss`` and the GLUE
-    metrics of the task (``eval_mcc``; ``eval_f1``, ``eval_acc_and_f1``;
-    ``eval_pearson``, ``eval_spearmanr``, ``eval_corr``)."""
+    """The kind record's (``eval_accuracy``, not for regression;
+    ``eval_loss``) and the GLUE metrics of the task (``eval_mcc``;
+    ``eval_f1``, ``eval_acc_and_f1``; ``eval_pearson``, ``eval_spearmanr``,
+    ``eval_corr``)."""
     extra = {"mcc": ["mcc"], "acc_and_f1": ["f1", "acc_and_f1"],
              "pearson_and_spearman": ["pearson", "spearmanr", "corr"]}.get(
                  self.data_task.metrics, [])
-    return ["eval_" + m for m in ["accuracy", "loss"] + extra
-            if not (self.data_task.is_regression and m == "accuracy")]
+    return [m for m in super().reported_metrics + ["eval_" + m for m in extra]
+            if not (self.data_task.is_regression and m == "eval_accuracy")]
 
   def check_selectable(self) -> None:
     """Raises errors.ParamsError (argument ``data_dir``) without a dev split."""

@@ -31,7 +31,7 @@ Example::
     output_dir: str = field(help="Where checkpoints go.")
 
   class MyTask(fine_tuning.FineTuningTask):
-    run_config_file = "my_config.json"
+    kind = "my_kind"   # a bert_tf.task_kinds record: settings file, metrics
     def load_weights(self, model, path): ...
 """
 
@@ -58,6 +58,7 @@ from bert_tf import io_utils
 from bert_tf import optimization
 from bert_tf import preprocessing
 from bert_tf import run_dir
+from bert_tf import task_kinds
 from bert_tf import tokenization
 from bert_tf.params import field
 from bert_tf.tasks import base
@@ -390,23 +391,41 @@ def mean_cross_entropy(logits: np.ndarray, labels) -> float:
 class FineTuningTask(base.Task):
   """A :class:`bert_tf.tasks.base.Task` fine-tuning a pretrained encoder.
 
-  A subclass sets ``params`` (a :class:`FineTuningParams`), ``config``,
-  ``vocab_file`` (:meth:`_set_preprocessor` sets both), ``do_train`` and
-  ``num_train_steps`` (:meth:`_plan_steps`: the original's count), names
-  its settings file (:attr:`run_config_file`, with :meth:`run_config`) and
-  loads ``--init_checkpoint`` (:meth:`load_weights`).
+  A subclass names its task kind (:attr:`kind`, a :mod:`bert_tf.task_kinds`
+  record: its settings file and default metrics), sets ``params`` (a
+  :class:`FineTuningParams`), ``config``, ``vocab_file``
+  (:meth:`_set_preprocessor` sets both), ``do_train`` and
+  ``num_train_steps`` (:meth:`_plan_steps`: the original's count), writes
+  its settings (:meth:`run_config`) and loads ``--init_checkpoint``
+  (:meth:`load_weights`).
 
   Attributes:
-    run_config_file: the task's settings file in the output directory
-      (``squad_config.json``, ...), written by :meth:`write_run_files`.
+    kind: the task kind's name (``"classifier"``, ``"squad"``, ``"ner"``,
+      ``"swag"``).
     train_rows: training rows (examples, windows) per epoch, set by
       :meth:`_plan_steps`; 0: no dev evaluation at epoch ends.
   """
 
   autotune_input = False  # see base.Task: no idle minute at the end of a run
 
-  run_config_file: str = ""
+  kind: str = ""
   train_rows: int = 0
+
+  @property
+  def kind_record(self) -> task_kinds.TaskKind:
+    """The :class:`bert_tf.task_kinds.TaskKind` of :attr:`kind`.
+
+    Raises:
+      ParamsError: :attr:`kind` is not a registered kind.
+    """
+    return task_kinds.get(self.kind)
+
+  @property
+  def run_config_file(self) -> str:
+    """The task's settings file in the output directory
+    (``squad_config.json``, ...: the kind record's ``settings_file``),
+    written by :meth:`write_run_files`."""
+    return self.kind_record.settings_file if self.kind else ""
 
   @property
   def run_files(self) -> tuple:
@@ -588,14 +607,15 @@ class FineTuningTask(base.Task):
   @property
   def selection_metric(self) -> str:
     """The task's standard dev metric (paper / GLUE): what a search selects
-    on unless told otherwise; one of :attr:`reported_metrics`."""
-    raise NotImplementedError
+    on unless told otherwise; one of :attr:`reported_metrics`. Default: the
+    kind record's ``selection_metric``."""
+    return self.kind_record.selection_metric
 
   @property
   def reported_metrics(self) -> list:
     """The dev metrics (``list`` of str) :meth:`evaluate` reports, the names
-    a search may select on."""
-    raise NotImplementedError
+    a search may select on. Default: the kind record's ``reported_metrics``."""
+    return list(self.kind_record.reported_metrics)
 
   def check_selectable(self) -> None:
     """Raises when the task has no dev data to select a model on.

@@ -41,7 +41,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import run_dir
+from bert_tf import task_kinds
 from bert_tf import checkpoints
 from bert_tf import config as config_lib
 from bert_tf import errors
@@ -54,7 +54,7 @@ from bert_tf.params import field
 from bert_tf.tasks import base
 from bert_tf.tasks import fine_tuning
 
-RUN_CONFIG = run_dir.SQUAD_CONFIG
+RUN_CONFIG = task_kinds.get("squad").settings_file
 PREDICTIONS_FILE = "predictions.json"
 NBEST_FILE = "nbest_predictions.json"
 NULL_ODDS_FILE = "null_odds.json"
@@ -313,7 +313,7 @@ class QuestionAnsweringTask(fine_tuning.FineTuningTask):
   best_metric = "f1"
   example_unit = "features"
   resumable_input = True
-  run_config_file = RUN_CONFIG
+  kind = "squad"
 
   # --- what a hyperparameter search asks (bert_tf.tuning) -----------------
 
@@ -326,16 +326,18 @@ class QuestionAnsweringTask(fine_tuning.FineTuningTask):
 
   @property
   def selection_metric(self) -> str:
-    """``f1`` (v1.1), ``best_f1`` (v2.0: F1 at the best no-answer threshold)."""
-    return "best_f1" if self.params.version_2_with_negative else "f1"
+    """The kind record's (``f1``, v1.1); ``best_f1`` for v2.0 (F1 at the
+    best no-answer threshold)."""
+    return "best_f1" if self.params.version_2_with_negative else super().selection_metric
 
   @property
   def reported_metrics(self) -> list:
-    """The official evaluation's figures (v1.1 or v2.0)."""
+    """The official evaluation's figures: the kind record's (v1.1), or
+    v2.0's."""
     if self.params.version_2_with_negative:
       return ["exact", "f1", "best_exact", "best_f1", "HasAns_exact", "HasAns_f1",
               "NoAns_exact", "NoAns_f1"]
-    return ["exact_match", "f1"]
+    return super().reported_metrics
 
   def check_selectable(self) -> None:
     """Raises errors.ParamsError (argument ``predict_file``) when the

@@ -31,7 +31,7 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import run_dir
+from bert_tf import task_kinds
 from bert_tf import errors
 from bert_tf import io_utils
 from bert_tf import preprocessing
@@ -42,7 +42,7 @@ from bert_tf.params import field
 from bert_tf.tasks import base
 from bert_tf.tasks import fine_tuning
 
-RUN_CONFIG = run_dir.SWAG_CONFIG
+RUN_CONFIG = task_kinds.get("swag").settings_file
 PREDICTIONS_FILE = "predictions.csv"
 
 
@@ -195,18 +195,7 @@ class MultipleChoiceTask(fine_tuning.FineTuningTask):
   best_metric = "eval_accuracy"
   example_unit = "examples"
   resumable_input = True  # example-index permutations (choices_dataset)
-  run_config_file = RUN_CONFIG
-
-  # --- what a hyperparameter search asks (bert_tf.tuning) -----------------
-
-  @property
-  def selection_metric(self) -> str:
-    """``eval_accuracy``."""
-    return "eval_accuracy"
-
-  @property
-  def reported_metrics(self) -> list:
-    return ["eval_accuracy", "eval_loss"]
+  kind = "swag"
 
   def __init__(self, params: SwagParams, do_train: Optional[bool] = None,
                do_eval: Optional[bool] = None, do_predict: Optional[bool] = None):

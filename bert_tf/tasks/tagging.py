@@ -36,6 +36,7 @@ import tensorflow as tf
 
 from bert_tf import errors
 from bert_tf import preprocessing
+from bert_tf import task_kinds
 from bert_tf.data import classifier_data
 from bert_tf.data import conll
 from bert_tf.modeling import tagging
@@ -43,7 +44,7 @@ from bert_tf.params import field
 from bert_tf.tasks import base
 from bert_tf.tasks import fine_tuning
 
-RUN_CONFIG = tagging.TAGGING_RUN_CONFIG
+RUN_CONFIG = task_kinds.get("ner").settings_file
 PREDICTIONS_FILE = "test_predictions.txt"
 
 
@@ -154,19 +155,8 @@ class TokenTaggingTask(fine_tuning.FineTuningTask):
   example_unit = "windows"
   normalized_loss = True
   resumable_input = True  # window-index permutations (train_dataset)
-  run_config_file = RUN_CONFIG
+  kind = "ner"
   recorded_keys = fine_tuning.FineTuningTask.recorded_keys + ("doc_stride",)
-
-  # --- what a hyperparameter search asks (bert_tf.tuning) -----------------
-
-  @property
-  def selection_metric(self) -> str:
-    """entity ``eval_f1`` (conlleval)."""
-    return "eval_f1"
-
-  @property
-  def reported_metrics(self) -> list:
-    return ["eval_f1", "eval_precision", "eval_recall", "eval_accuracy", "eval_loss"]
 
   def __init__(self, params: NerParams):
     self.params = p = params

@@ -191,18 +191,33 @@ def hf_vocab_file(model_dir) -> Optional[str]:
 
 def read_hf_tensors(model_dir):
   """All tensors of a Hugging Face directory (or ``hf://`` name), by PyTorch
-  name and layout (:func:`bert_tf.huggingface.read_tensors`: safetensors,
-  sharded safetensors, ``tf_model.h5``, ``pytorch_model.bin`` by
-  ``torch.load(weights_only=True)``; legacy ``gamma``/``beta`` renamed).
+  name and layout (:func:`bert_tf.huggingface.read_tensors`: safetensors
+  read lazily through ``safe_open``, sharded safetensors, ``tf_model.h5``,
+  ``pytorch_model.bin`` by ``torch.load(weights_only=True)``; legacy
+  ``gamma``/``beta`` renamed).
 
   Returns:
-    ``({name: np.ndarray}, path of the file read)``.
+    ``(tensors, path of the file read)``: a :class:`bert_tf.huggingface.Tensors`
+    mapping ``{name: np.ndarray}``.
 
   Raises:
     CheckpointError: no weight file, an unreadable one, or a
-      ``pytorch_model.bin`` without PyTorch installed.
+      ``pytorch_model.bin`` without PyTorch.
   """
   return huggingface.read_tensors(huggingface.resolve(model_dir))
+
+
+def hf_tensors(source) -> "huggingface.Tensors":
+  """``source``'s tensors: itself when it is a :class:`bert_tf.huggingface.Tensors`
+  already (a loader's, opened once), else :func:`read_hf_tensors` of the
+  directory (or ``hf://`` name) it names.
+
+  Raises:
+    CheckpointError: as :func:`read_hf_tensors`.
+  """
+  if isinstance(source, huggingface.Tensors):
+    return source
+  return read_hf_tensors(source)[0]
 
 
 def read_hf_config(model_dir):
@@ -283,7 +298,8 @@ def load_hf_weights(encoder, model_dir, optional=()):
 
   Args:
     encoder: a built :class:`BertEncoder`.
-    model_dir: a Hugging Face BERT directory.
+    model_dir: a Hugging Face BERT directory, or its tensors
+      (:func:`hf_tensors`: a loader's, read once).
     optional: original TF1 name prefixes that may be absent (they keep
       their values), e.g. ``("bert/pooler/",)`` for
       ``BertForQuestionAnswering``, saved without a pooler.
@@ -295,7 +311,8 @@ def load_hf_weights(encoder, model_dir, optional=()):
     CheckpointError: file missing/unreadable, a weight missing, or a shape
       mismatch (first mismatched variable and both shapes).
   """
-  tensors, path = read_hf_tensors(model_dir)
+  tensors = hf_tensors(model_dir)
+  path = tensors.path
   pairs = []
   for name, var in encoder_variables(encoder):
     hf_name, transpose = tf1_to_hf_name(name)
@@ -340,7 +357,8 @@ def load_hf_dense_head(head, model_dir, what: str, hint: str = "") -> bool:
 
   Args:
     head: the model's :class:`bert_tf.modeling.models.DenseHead`.
-    model_dir: a Hugging Face directory (or ``hf://`` name).
+    model_dir: a Hugging Face directory (or ``hf://`` name), or its tensors
+      (:func:`hf_tensors`).
     what: the head's name in errors ("classification head").
     hint: appended to a shape error ("3 labels").
 
@@ -351,7 +369,8 @@ def load_hf_dense_head(head, model_dir, what: str, hint: str = "") -> bool:
     CheckpointError: half a head, or another shape (another label count:
       naming the tensor and both shapes).
   """
-  tensors, path = read_hf_tensors(model_dir)
+  tensors = hf_tensors(model_dir)
+  path = tensors.path
   found = {ours: tensors[hf] for ours, hf in HF_CLASSIFIER_HEAD.items() if hf in tensors}
   if not found:
     return False
@@ -381,7 +400,8 @@ def load_hf_pretraining_heads(named_variables, model_dir):
   Args:
     named_variables: ``[(original TF1 name, variable)]``, e.g. the ``cls/``
       entries of :func:`pretrainer_variables`; other names are skipped.
-    model_dir: a Hugging Face directory (``model.safetensors``).
+    model_dir: a Hugging Face directory (``model.safetensors``), or its
+      tensors (:func:`hf_tensors`).
 
   Returns:
     the TF1 names loaded: both heads, the masked-LM head alone (a
@@ -393,7 +413,8 @@ def load_hf_pretraining_heads(named_variables, model_dir):
     CheckpointError: unreadable file, only some weights of one head
       present, or a shape mismatch.
   """
-  tensors, path = read_hf_tensors(model_dir)
+  tensors = hf_tensors(model_dir)
+  path = tensors.path
   loaded = []
   for group in HF_HEAD_GROUPS:
     wanted = [(n, v) for n, v in named_variables
@@ -684,9 +705,9 @@ def load_hf_squad_head(model, model_dir):
   Raises:
     CheckpointError: unreadable file, half a head, or a shape mismatch.
   """
-  tensors, path = read_hf_tensors(model_dir)
+  tensors = hf_tensors(model_dir)
   renamed = {n: tensors[h] for n, h in HF_SQUAD_HEAD_NAMES.items() if h in tensors}
-  return _load_head(squad_head_variables(model), renamed, path)
+  return _load_head(squad_head_variables(model), renamed, tensors.path)
 
 
 def load_tf1_squad_head(model, ckpt_path):

@@ -10,8 +10,9 @@ What transformers 4.x and 5.x (and sentence-transformers) write with
 * ``config.json``: ``model_type`` must be ``bert``; ``architectures``,
   ``id2label``, ``problem_type`` (:func:`read_config`, :func:`architecture`,
   :func:`label_names`);
-* the weights, as ``{PyTorch name: numpy array}`` in PyTorch's layouts
-  (:func:`read_tensors`): ``model.safetensors``, a sharded
+* the weights, as a ``{PyTorch name: numpy array}`` mapping in PyTorch's
+  layouts (:func:`read_tensors`, :class:`Tensors`: safetensors read lazily
+  through ``safe_open``, each tensor when asked for): ``model.safetensors``, a sharded
   ``model.safetensors.index.json``, ``tf_model.h5`` of transformers 4.x's
   TensorFlow classes (read with h5py, renamed as transformers'
   ``convert_tf_weight_name_to_pt_weight_name`` does, kernels transposed),
@@ -30,13 +31,15 @@ self.query.weight`` [out, in], ``classifier.weight`` [L, H], ``qa_outputs.*``,
 original TF1 names to them is :func:`bert_tf.checkpoints.tf1_to_hf_name`.
 """
 
+import collections.abc
 import dataclasses
+import functools
 import hashlib
 import json
 import os
 import re
 import tempfile
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -249,15 +252,74 @@ def _read_h5(path: str) -> Dict[str, np.ndarray]:
   return out
 
 
-def _read_safetensors(path: str) -> Dict[str, np.ndarray]:
-  from safetensors.numpy import load_file  # pylint: disable=g-import-not-at-top
+class Tensors(collections.abc.Mapping):
+  """The tensors of one Hugging Face weight file (or sharded set), by
+  PyTorch name: a read-only mapping whose values are read on access.
+
+  keras-hub's shape (``keras_hub/src/utils/transformers/safetensor_utils.py``):
+  a safetensors file is opened once with ``safetensors.safe_open`` (its
+  header read, the data memory-mapped) and each tensor is read when asked
+  for, so the names and a head's presence cost no tensor reads and every
+  tensor is read once per load. Other formats (``tf_model.h5``,
+  ``pytorch_model.bin``) are read whole once, as their libraries read them.
+
+  Args:
+    path: the file named in messages (the weight file or the shard index).
+    getters: ``{name: () -> np.ndarray}``.
+
+  Example::
+
+    tensors = read_tensors("all-MiniLM-L6-v2")[0]
+    "classifier.bias" in tensors          # no tensor read
+    tensors["embeddings.word_embeddings.weight"].shape   # (30522, 384)
+  """
+
+  def __init__(self, path: str, getters: Dict[str, Callable[[], np.ndarray]]):
+    self.path = path
+    self._getters = getters
+
+  def __getitem__(self, name: str) -> np.ndarray:
+    try:
+      get = self._getters[name]
+    except KeyError:
+      raise KeyError(name) from None
+    return get()
+
+  def __contains__(self, name) -> bool:
+    return name in self._getters
+
+  def __iter__(self) -> Iterator[str]:
+    return iter(self._getters)
+
+  def __len__(self) -> int:
+    return len(self._getters)
+
+
+def _eager(values: Dict[str, np.ndarray]) -> Dict[str, Callable[[], np.ndarray]]:
+  return {k: (lambda v=v: v) for k, v in values.items()}
+
+
+def _read_safetensors(path: str) -> Dict[str, Callable[[], np.ndarray]]:
+  """A safetensors file opened once (``safe_open``): ``{name: reader}``."""
+  from safetensors import safe_open  # pylint: disable=g-import-not-at-top
   if not os.path.exists(path):
     raise _error("%s: missing (the weights file)" % path)
+
+  def unreadable(e):
+    return _error("cannot read %s: %s (truncated or not a safetensors file?)"
+                  % (path, errors.first_line(e, type(e).__name__)))
   try:
-    return load_file(path)
+    handle = safe_open(path, framework="np")
+    names = list(handle.keys())
   except Exception as e:  # pylint: disable=broad-except  # safetensors raises several types
-    raise _error("cannot read %s: %s (truncated or not a safetensors file?)"
-                 % (path, errors.first_line(e, type(e).__name__))) from e
+    raise unreadable(e) from e
+
+  def read(name):
+    try:
+      return handle.get_tensor(name)
+    except Exception as e:  # pylint: disable=broad-except
+      raise unreadable(e) from e
+  return {n: functools.partial(read, n) for n in names}
 
 
 def _read_torch(path: str) -> Dict[str, np.ndarray]:
@@ -281,8 +343,9 @@ def _read_torch(path: str) -> Dict[str, np.ndarray]:
           for k, v in state.items() if hasattr(v, "detach")}
 
 
-def _read_index(path: str, reader) -> Dict[str, np.ndarray]:
-  """A sharded checkpoint: ``weight_map`` {name: shard file} beside ``path``."""
+def _read_index(path: str, reader) -> Dict[str, Callable[[], np.ndarray]]:
+  """A sharded checkpoint: ``weight_map`` {name: shard file} beside ``path``;
+  ``reader(shard) -> {name: reader}``."""
   try:
     with open(path, encoding="utf-8") as f:
       weight_map = json.load(f)["weight_map"]
@@ -314,33 +377,35 @@ def weights_file(model_dir: str) -> str:
   raise _error("%s has none of %s" % (model_dir, ", ".join(WEIGHT_FILES)))
 
 
-def read_tensors(model_dir: str) -> Tuple[Dict[str, np.ndarray], str]:
+def read_tensors(model_dir: str) -> Tuple[Tensors, str]:
   """Every tensor of a Hugging Face directory, by PyTorch name and layout.
 
   Args:
     model_dir: a local directory (:func:`resolve` an ``hf://`` name first).
 
   Returns:
-    ``({name: np.ndarray}, path of the file read)``; legacy
+    ``(tensors, path of the file read)``: a :class:`Tensors` mapping
+    (safetensors read lazily, each tensor on access); legacy
     ``gamma``/``beta`` names renamed (:func:`_legacy_name`).
 
   Raises:
     CheckpointError: no weight file, a missing shard, a truncated or
-      unreadable file, a ``pytorch_model.bin`` without PyTorch.
+      unreadable file (a safetensors tensor: when it is read), a
+      ``pytorch_model.bin`` without PyTorch.
   """
   path = weights_file(model_dir)
   name = os.path.basename(path)
   if name == SAFETENSORS:
-    tensors = _read_safetensors(path)
+    getters = _read_safetensors(path)
   elif name == SAFETENSORS_INDEX:
-    tensors = _read_index(path, _read_safetensors)
+    getters = _read_index(path, _read_safetensors)
   elif name == PYTORCH_BIN:
-    tensors = _read_torch(path)
+    getters = _eager(_read_torch(path))
   elif name == PYTORCH_INDEX:
-    tensors = _read_index(path, _read_torch)
+    getters = _read_index(path, lambda shard: _eager(_read_torch(shard)))
   else:
-    tensors = _read_h5(path)
-  return {_legacy_name(k): v for k, v in tensors.items()}, path
+    getters = _eager(_read_h5(path))
+  return Tensors(path, {_legacy_name(k): v for k, v in getters.items()}), path
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,6 +7,7 @@ class plus one registry line.
 """
 
 import json
+import os
 
 import keras
 import numpy as np
@@ -159,6 +160,37 @@ def test_a_keras_file_is_loaded_once_per_from_preset(sources, monkeypatch):
   calls.clear()
   tagger = tagging.BertTokenClassifier.from_preset(sources["keras"])
   assert tagger.num_labels == 3 and len(calls) == 1
+
+
+def test_a_hugging_face_weight_file_is_opened_once_per_from_preset(sources, tmp_path,
+                                                                  monkeypatch):
+  """``from_preset`` of a Hugging Face classifier asks its weight file for the
+  label count, the architecture check, the encoder and the head: one
+  ``safe_open`` of ``model.safetensors`` serves them all (keras-hub's lazy
+  reads), and no whole-file read happens."""
+  import safetensors  # pylint: disable=g-import-not-at-top
+  import safetensors.numpy  # pylint: disable=g-import-not-at-top
+  from bert_tf import convert  # pylint: disable=g-import-not-at-top
+  tuned = sources["tuned"]
+  hf = str(tmp_path / "hf")
+  pre = presets.get_preset_loader(sources["keras"]).preprocessor(True)
+  convert.save_transformers(tuned, hf, pre)
+  opened, whole = [], []
+  real_open = safetensors.safe_open
+
+  def counting_open(path, *args, **kwargs):
+    opened.append(path)
+    return real_open(path, *args, **kwargs)
+
+  monkeypatch.setattr(safetensors, "safe_open", counting_open)
+  monkeypatch.setattr(safetensors.numpy, "load_file",
+                      lambda *a, **k: whole.append(a) or {})
+  clf = models.BertClassifier.from_preset(hf, preprocessor=True)
+  assert opened == [os.path.join(hf, "model.safetensors")] and not whole, (opened, whole)
+  assert clf.num_labels == 3 and clf.preprocessor is not None
+  x = {"input_ids": tf.constant([[2, 7, 9, 3]]), "input_mask": tf.ones([1, 4], tf.int32),
+       "segment_ids": tf.zeros([1, 4], tf.int32)}
+  np.testing.assert_allclose(clf(x), tuned(x), atol=1e-6)
 
 
 class NpzLoader(presets.PresetLoader):

@@ -29,7 +29,7 @@ def _classifier_tf1_variables(model) -> list:
       ("output_bias", model.classifier.output_bias)]
 
 
-def _load_hf_pretraining_heads(model, model_dir: str) -> list:
+def _load_hf_pretraining_heads(model, model_dir: "str | huggingface.Tensors") -> list:
   return checkpoints.load_hf_pretraining_heads(checkpoints.pretrainer_variables(model),
                                                model_dir)
 
@@ -41,7 +41,7 @@ def _hf_pretraining_head(model) -> list:
           if n in checkpoints.HF_HEAD_NAMES]
 
 
-def load_hf_classifier_head(model, model_dir: str) -> bool:
+def load_hf_classifier_head(model, model_dir: "str | huggingface.Tensors") -> bool:
   """Loads a Hugging Face ``BertForSequenceClassification`` head
   (``classifier.weight`` [L, H], ``classifier.bias`` [L]: our
   ``output_weights`` / ``output_bias`` layout).

@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from bert_tf import checkpoints
 from bert_tf import config as config_lib
+from bert_tf import huggingface
 from bert_tf import preprocessing
 from bert_tf.modeling import encoder as encoder_lib
 from bert_tf.modeling import layers as bert_layers
@@ -220,7 +221,8 @@ def build_multiple_choice(config, skip_padding: bool = True) -> BertMultipleChoi
   return BertMultipleChoice(config, skip_padding=skip_padding)
 
 
-def load_hf_multiple_choice_head(model: BertMultipleChoice, model_dir: str) -> bool:
+def load_hf_multiple_choice_head(model: BertMultipleChoice,
+                                 model_dir: "str | huggingface.Tensors") -> bool:
   """Loads a Hugging Face ``BertForMultipleChoice`` head (``classifier``).
 
   Returns:

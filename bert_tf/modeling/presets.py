@@ -512,8 +512,11 @@ class HuggingFaceLoader(PresetLoader):
     """``config.json``'s first ``architectures`` entry, or None."""
     return huggingface.architecture(self.hf_config())
 
-  def head_tensors(self) -> dict:
-    """The directory's tensors by transformers name (numpy), read once."""
+  def head_tensors(self) -> huggingface.Tensors:
+    """The directory's tensors by transformers name: the weight file opened
+    once per loader (:func:`bert_tf.huggingface.read_tensors`; a safetensors
+    tensor is read when asked for), shared by the label count, the
+    architecture check, the encoder and the head."""
     if self._tensors is None:
       self._tensors = checkpoints.read_hf_tensors(self.preset)[0]
     return self._tensors
@@ -595,16 +598,17 @@ class HuggingFaceLoader(PresetLoader):
         this task's and the head is missing.
     """
     self._check_architecture(task)
-    checkpoints.load_hf_weights(encoder_of(model), self.preset, optional=task.hf_optional)
+    tensors = self.head_tensors()
+    checkpoints.load_hf_weights(encoder_of(model), tensors, optional=task.hf_optional)
     if task.load_hf_head is None:
       return
-    loaded = task.load_hf_head(model, self.preset)
+    loaded = task.load_hf_head(model, tensors)
     head = task.hf_head(model) if callable(task.hf_head) else task.hf_head
     missing = [n for n in head if n not in self.head_tensors()]
     if not missing:
       return
     arch = self.architecture()
-    path = huggingface.weights_file(self.preset)
+    path = tensors.path
     if arch in task.hf_architectures and not loaded:
       raise errors.CheckpointError(
           "from_preset(%r): config.json says %s but %s has no %s" % (

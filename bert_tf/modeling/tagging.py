@@ -45,6 +45,7 @@ import tensorflow_text as text
 
 from bert_tf import checkpoints
 from bert_tf import config as config_lib
+from bert_tf import huggingface
 from bert_tf import errors
 from bert_tf.modeling import encoder as encoder_lib
 from bert_tf.modeling import layers as bert_layers
@@ -267,7 +268,8 @@ def tagging_loss(logits, label_ids):
   return tf.reduce_sum(ce * weights), tf.reduce_sum(weights)
 
 
-def load_hf_tagging_head(model: BertTokenClassifier, model_dir: str) -> bool:
+def load_hf_tagging_head(model: BertTokenClassifier,
+                         model_dir: "str | huggingface.Tensors") -> bool:
   """Loads a Hugging Face ``BertForTokenClassification`` head (``classifier``).
 
   Returns:

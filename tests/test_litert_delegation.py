@@ -1,4 +1,4 @@
-"""XNNPACK's share of every graph of a .tflite (export/litert_delegation.py).
+"""XNNPACK's share of every graph of a .tflite (bench/litert_delegation.py).
 
 A small converted model with nested ``tf.cond``s, as the bucketed exports
 have: branch graphs of float ops XNNPACK takes whole (FULLY_CONNECTED,
@@ -7,16 +7,27 @@ branch holding the inner ``IF``. The counts must tell them apart, the main
 graph's must equal a plain interpreter's node list, and every graph run as
 the main graph of the copy (its ``IF`` renumbered) must compute what it
 computes inside the file.
+
+The module is a benchmark's (it reads LiteRT's private node list), not the
+package's: it is loaded from its file, as bench scripts are not a package.
 """
+
+import importlib.util
+import os
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from bert_tf.export import client
-from bert_tf.export import litert_delegation
 
 pytest.importorskip("ai_edge_litert")
+
+_SPEC = importlib.util.spec_from_file_location(
+    "litert_delegation", os.path.join(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))), "bench", "litert_delegation.py"))
+litert_delegation = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(litert_delegation)
 
 W = np.random.RandomState(0).randn(8, 8).astype(np.float32)
 

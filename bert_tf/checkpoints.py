@@ -19,6 +19,7 @@ import tensorflow as tf
 from bert_tf import config as config_lib
 from bert_tf import errors
 from bert_tf import huggingface
+from bert_tf import run_dir
 
 
 CheckpointError = errors.CheckpointError  # re-exported; defined in bert_tf.errors
@@ -481,23 +482,45 @@ def is_tf1_checkpoint(path):
   return "bert/embeddings/word_embeddings" in tf1_variable_names(path)
 
 
-def restore_object_checkpoint(ckpt_path, source, **objects):
-  """Restores one of our object-based checkpoints into ``objects``.
+def restore_object_checkpoint(ckpt_path: str, source: str, hint: str = "check --bert_config_file",
+                              **objects) -> str:
+  """Restores one of our object-based checkpoints into ``objects``: the one
+  restore of the library (presets, ``--init_checkpoint``, the runner's
+  ``best/``, the converter; the exports and the search call it too).
+
+  Strict where it matters: every variable of ``objects`` must be in the
+  checkpoint with its shape (``assert_existing_objects_matched``), so a
+  model restored for evaluation or export is whole or the call fails in one
+  line; values of the checkpoint that ``objects`` do not hold (the
+  optimizer's slots, the heads of a fuller model when only ``encoder=`` is
+  asked for) are left unread (``expect_partial``): asking for a part is
+  how a partial restore is written. A failure is told apart: files that do
+  not read whole (:func:`unreadable_reason`) from a checkpoint that does
+  not fit.
 
   Args:
-    ckpt_path: checkpoint prefix or directory (latest checkpoint).
+    ckpt_path: checkpoint prefix (``DIR/ckpt-N``), or a run directory: its
+      model checkpoint by the one best-or-latest rule
+      (:func:`bert_tf.run_dir.model_checkpoint`: ``best/`` when kept, else
+      the newest).
     source: text naming the file or flag, for errors.
+    hint: what a mismatch message suggests (default: the config flag).
     **objects: trackables by checkpoint key (``encoder=...``, ``model=...``).
 
+  Returns:
+    the checkpoint prefix restored.
+
   Raises:
-    CheckpointError: unreadable checkpoint, or a shape mismatch (TF's message
-      names the variable and both shapes).
+    CorruptCheckpointError: files that are truncated or unreadable.
+    CheckpointError: no checkpoint in the directory, or a checkpoint that
+      does not fit ``objects`` (TF's message names the variable and both
+      shapes).
   """
   if os.path.isdir(ckpt_path):
-    latest = tf.train.latest_checkpoint(ckpt_path)
-    if latest is None:
+    found = run_dir.model_checkpoint(ckpt_path)
+    if found is None:
       raise CheckpointError("%s: no checkpoint in directory %r" % (source, ckpt_path))
-    ckpt_path = latest
+    ckpt_path = found
   try:
     status = tf.train.Checkpoint(**objects).read(ckpt_path)
     status.expect_partial()
@@ -517,9 +540,8 @@ def restore_object_checkpoint(ckpt_path, source, **objects):
           path=ckpt_path) from None
     if not isinstance(e, (ValueError, AssertionError, tf.errors.OpError)):
       raise
-    raise CheckpointError("%s: checkpoint %r does not fit the model (check "
-                          "--bert_config_file): %s"
-                          % (source, ckpt_path, errors.first_line(e))) from None
+    raise CheckpointError("%s: checkpoint %r does not fit the model (%s): %s"
+                          % (source, ckpt_path, hint, errors.first_line(e))) from None
   return ckpt_path
 
 

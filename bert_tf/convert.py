@@ -89,6 +89,8 @@ def convert_checkpoint(src, dst, output_format, bert_config_file=None):
       checkpoints.restore_object_checkpoint(src, "--input", model=model)
       with_heads = True
     except checkpoints.CheckpointError:
+      # Not a pretraining run's: its encoder alone (a partial restore of a
+      # fuller model; the rest is not converted).
       checkpoints.restore_object_checkpoint(src, "--input", encoder=model.encoder)
   named = checkpoints.pretrainer_variables(model) if with_heads else checkpoints.encoder_variables(model.encoder)
   config.to_json_file(os.path.join(os.path.dirname(os.path.abspath(dst)),

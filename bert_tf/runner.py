@@ -43,6 +43,7 @@ import keras
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
+from bert_tf import checkpoints
 from bert_tf import errors
 from bert_tf import io_utils
 from bert_tf import optimization
@@ -366,13 +367,22 @@ def save_best(objects: dict, output_dir: str, run_files: Sequence[str], step: in
 
 
 def restore_best(objects: dict, output_dir: str) -> Optional[dict]:
-  """Loads ``<output_dir>/best/`` into ``objects``; returns its record or None."""
+  """Loads ``<output_dir>/best/`` into ``objects``; returns its record or None.
+
+  Strict (:func:`bert_tf.checkpoints.restore_object_checkpoint`): every
+  variable of ``objects`` comes from ``best/``, or one error line.
+
+  Raises:
+    CheckpointError, CorruptCheckpointError: ``best/`` does not fit the
+      model or does not read whole.
+  """
   state = read_best_state(output_dir)
   path = run_dir.best_checkpoint(output_dir)
   if state is None or path is None:
     return None
-  tf.train.Checkpoint(**objects).read(
-      path).assert_existing_objects_matched().expect_partial()
+  checkpoints.restore_object_checkpoint(
+      path, "the best model of %s" % output_dir,
+      hint="the run directory's best/ was kept by another model", **objects)
   return state
 
 
@@ -857,7 +867,9 @@ class Runner:
     """Restores this worker's data position saved at ``step``."""
     want = os.path.join(data_manager.directory, "data-%d" % step)
     if os.path.exists(want + ".index"):
-      data_manager.checkpoint.restore(want).assert_existing_objects_matched()
+      checkpoints.restore_object_checkpoint(
+          want, "worker %d's data position" % worker_index,
+          hint="the input pipeline changed", iterator=data_manager.checkpoint.iterator)
       self.print_fn("worker %d: restored its data position at step %d"
                     % (worker_index, step))
     else:

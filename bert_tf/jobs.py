@@ -9,6 +9,13 @@
 :func:`bert_tf.export.export_model`; the library never imports
 :mod:`bert_tf.export`.
 
+The fine-tuning jobs (``run_classifier``, ``run_squad``, ``run_ner``,
+``run_swag``: each task kind's ``job`` in :mod:`bert_tf.task_kinds`) take
+one set of keyword arguments, so a caller such as the search runs any of
+them the same way: ``job(params, strategy, do_train=..., do_eval=...,
+do_predict=..., print_fn=..., exporter=..., task=...)``. An action left
+None is the params' field of that name (the SQuAD, NER and SWAG tools' flags).
+
 Example::
 
   from bert_tf import distribute, jobs
@@ -21,6 +28,7 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any, Callable, Optional
 
@@ -38,6 +46,15 @@ from bert_tf.tasks import tagging
 # there before training: the exporter builds what it needs from them) and
 # the export base directory.
 Exporter = Callable[[Any, str, str], str]
+
+
+def _with_actions(params: Any, **actions: Optional[bool]) -> Any:
+  """``params`` with each action given (``do_train=True``, ...) that is one
+  of its fields; None and the actions it has no field for change nothing
+  (SQuAD has no ``do_eval``: it evaluates by predicting a file with answers)."""
+  names = {f.name for f in dataclasses.fields(params)}
+  given = {k: bool(v) for k, v in actions.items() if v is not None and k in names}
+  return dataclasses.replace(params, **given) if given else params
 
 
 def _export_fn(exporter: Optional[Exporter], params) -> Optional[Callable[[Any], str]]:
@@ -151,7 +168,9 @@ def run_classifier(params: classification.ClassifierParams, strategy,
 def run_squad(params: squad.SquadParams, strategy,
               print_fn: Callable[[str], None] = print,
               exporter: Optional[Exporter] = None,
-              task: Optional[squad.QuestionAnsweringTask] = None) -> dict:
+              task: Optional[squad.QuestionAnsweringTask] = None, *,
+              do_train: Optional[bool] = None, do_eval: Optional[bool] = None,
+              do_predict: Optional[bool] = None) -> dict:
   """Fine-tunes on SQuAD and/or predicts, as ``params.do_train`` /
   ``params.do_predict`` ask (original ``run_squad.main``).
 
@@ -177,6 +196,10 @@ def run_squad(params: squad.SquadParams, strategy,
       ``squad_config.json``).
     task: an already built task (see :func:`run_classifier`); default:
       built from ``params``.
+    do_train / do_predict: what to run; None: ``params.do_train`` /
+      ``params.do_predict``; a value given sets it.
+    do_eval: ignored (SQuAD evaluates by predicting a file with answers);
+      accepted so that every fine-tuning job takes the same arguments.
 
   Returns:
     dict: the metrics (when the predict file has answers), ``global_step``,
@@ -187,6 +210,7 @@ def run_squad(params: squad.SquadParams, strategy,
     bert_tf.errors.BertTfError subclasses naming the bad flag or file,
     before any file is written.
   """
+  params = _with_actions(params, do_train=do_train, do_eval=do_eval, do_predict=do_predict)
   task = task or squad.QuestionAnsweringTask(params, do_train=params.do_train,
                                              do_predict=params.do_predict)
   task.check_inputs()
@@ -218,7 +242,9 @@ def run_squad(params: squad.SquadParams, strategy,
 def run_swag(params: swag.SwagParams, strategy,
              print_fn: Callable[[str], None] = print,
              exporter: Optional[Exporter] = None,
-             task: Optional[swag.MultipleChoiceTask] = None) -> dict:
+             task: Optional[swag.MultipleChoiceTask] = None, *,
+             do_train: Optional[bool] = None, do_eval: Optional[bool] = None,
+             do_predict: Optional[bool] = None) -> dict:
   """Fine-tunes a multiple-choice model (SWAG layout, paper section 4.4),
   evaluates and predicts, as ``params.do_train`` / ``do_eval`` /
   ``do_predict`` ask.
@@ -241,6 +267,8 @@ def run_swag(params: swag.SwagParams, strategy,
       :func:`bert_tf.export.export_model`: the multiple-choice export).
     task: an already built task (see :func:`run_classifier`); default:
       built from ``params``.
+    do_train / do_eval / do_predict: what to run; None: the params'
+      field of that name (the tool's flag); a value given sets it.
 
   Returns:
     dict: ``eval_*`` results and ``global_step``, ``best_step`` /
@@ -250,6 +278,7 @@ def run_swag(params: swag.SwagParams, strategy,
     bert_tf.errors.BertTfError subclasses naming the bad flag, file and
     line, before any file is written.
   """
+  params = _with_actions(params, do_train=do_train, do_eval=do_eval, do_predict=do_predict)
   task = task or swag.MultipleChoiceTask(params)
   task.check_inputs()
   if params.do_train:
@@ -263,7 +292,9 @@ def run_swag(params: swag.SwagParams, strategy,
 def run_ner(params: tagging.NerParams, strategy,
             print_fn: Callable[[str], None] = print,
             exporter: Optional[Exporter] = None,
-            task: Optional[tagging.TokenTaggingTask] = None) -> dict:
+            task: Optional[tagging.TokenTaggingTask] = None, *,
+            do_train: Optional[bool] = None, do_eval: Optional[bool] = None,
+            do_predict: Optional[bool] = None) -> dict:
   """Fine-tunes a token tagger (NER, paper section 4.3) on CoNLL files,
   evaluates and predicts, as ``params.do_train`` / ``do_eval`` /
   ``do_predict`` ask.
@@ -287,6 +318,8 @@ def run_ner(params: tagging.NerParams, strategy,
       :func:`bert_tf.export.export_model`: the tagger export).
     task: an already built task (see :func:`run_classifier`); default:
       built from ``params``.
+    do_train / do_eval / do_predict: what to run; None: the params'
+      field of that name (the tool's flag); a value given sets it.
 
   Returns:
     dict: ``eval_*`` results and ``global_step``, ``best_step`` /
@@ -296,6 +329,7 @@ def run_ner(params: tagging.NerParams, strategy,
     bert_tf.errors.BertTfError subclasses naming the bad flag, file and
     line, before any file is written.
   """
+  params = _with_actions(params, do_train=do_train, do_eval=do_eval, do_predict=do_predict)
   task = task or tagging.TokenTaggingTask(params)
   task.check_inputs()
   if params.do_train:

@@ -225,6 +225,96 @@ def test_bad_metric_and_batch_are_named_before_training(tmp_path, data_dir):
   assert not os.path.exists(tmp_path / "a") and not os.path.exists(tmp_path / "b")
 
 
+def test_every_searchable_kind_runs_through_the_registry_with_one_job_call():
+  """The search's task table is the registry's searchable kinds, and each
+  kind's job takes the one call a trial makes (no per-task wrapper)."""
+  import inspect  # pylint: disable=g-import-not-at-top
+  from bert_tf import task_kinds  # pylint: disable=g-import-not-at-top
+  assert list(tuning.TASKS) == [k.name for k in task_kinds.searchable_kinds()] == [
+      "classifier", "squad", "ner", "swag"]
+  for name, kind in tuning.TASKS.items():
+    assert kind.attribute("params_class").__name__.endswith("Params"), name
+    inspect.signature(kind.attribute("job")).bind(
+        "params", "strategy", do_train=True, do_eval=True, do_predict=False,
+        print_fn=print, exporter=None, task=None)
+  assert "features" not in tuning.TASKS and "pretraining" not in tuning.TASKS
+
+
+def test_a_dead_local_trial_is_failed_and_requeued_through_optuna_public_api(tmp_path):
+  """The last grid point's trial of a dead process on this host (the other
+  finished) is failed at once and queued again with its parameters and run
+  directory, as a Ctrl-C'd trial is by ``requeue``; Optuna's GridSampler
+  stops ``optimize`` when told its last point's result, which ``Study.tell``
+  outside ``optimize`` refuses, so the failing goes through a second study
+  object."""
+  import socket  # pylint: disable=g-import-not-at-top
+  from bert_tf.tuning import study as study_lib  # pylint: disable=g-import-not-at-top
+  url = "sqlite:///" + str(tmp_path / "search.db")
+  space = tuning.SearchSpace("grid", {"learning_rate": [1e-3, 1e-4]})
+  storage = study_lib.open_storage(url, heartbeat_seconds=60, max_retries=3)
+  study = study_lib.open_study(storage, url, "t", space, [1], 1, "auto", "eval_accuracy", {})
+  dead = subprocess.Popen([sys.executable, "-c", "pass"])
+  dead.wait()
+  done, killed = study.ask(), study.ask()
+  for t in (done, killed):
+    study_lib.suggest(t, space, ClassifierParams)
+    t.suggest_categorical("seed", [1])
+    t.set_user_attr("run_index", t.number)
+  killed.set_user_attr("worker", {"host": socket.gethostname(), "pid": dead.pid})
+  study.tell(done, 0.5)
+  lines = []
+  study_lib.fail_dead_local_trials(study, storage, 3, lambda t: t.user_attrs["run_index"],
+                                   lines.append)
+  assert lines == ["trial 1: its process (pid %d) died; resuming it" % dead.pid]
+  trials = study.get_trials()
+  assert [t.state.name for t in trials] == ["COMPLETE", "FAIL", "WAITING"]
+  assert study_lib.dead_process_error(trials[1]) == (
+      "its process (pid %d) died; retried" % dead.pid)
+  retry = trials[2]
+  assert retry.params == trials[1].params and retry.user_attrs == {"run_index": 1}
+  assert retry.system_attrs["failed_trial"] == 1
+  study_lib.requeue(study, 1)  # an interrupted trial, by its number
+  assert [t.params for t in study.get_trials()][3] == trials[1].params
+
+
+@pytest.mark.parametrize("written_by", ["another_model", "no_model"])
+def test_a_kept_checkpoint_that_does_not_fit_fails_in_one_line_not_an_export(
+    tmp_path, data_dir, written_by):
+  """The best trial's checkpoint is read strictly: one written by another
+  model (intermediate size 256, not 512), or one without the model, is an
+  error naming it, and nothing is exported (read with ``expect_partial``
+  only, the second exported the rebuilt model's untrained weights without
+  a word)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  space = _space(tmp_path / "space.json")
+  if written_by == "another_model":
+    config = json.loads(open(TINY_CONFIG, encoding="utf-8").read())
+    (tmp_path / "other.json").write_text(json.dumps(dict(config, intermediate_size=256)))
+    other = tuning.Search("classifier", _params(
+        data_dir, tmp_path / "other", bert_config_file=str(tmp_path / "other.json")),
+                          tuning.SearchParams(search_space=space))
+    objects = other.task.checkpoint_objects(other.task.build_model())
+  else:
+    objects = {"step": tf.Variable(3)}
+  run = tmp_path / "run" / "trials" / "0"
+  prefix = tf.train.CheckpointManager(tf.train.Checkpoint(**objects), str(run),
+                                      max_to_keep=1).save()
+  exported = []
+  search = tuning.Search("classifier", _params(data_dir, tmp_path / "run"),
+                         tuning.SearchParams(search_space=space),
+                         exporter=lambda *args: exported.append(args), print_fn=print)
+  best = {"trial": 0, "learning_rate": 1e-3, "train_batch_size": 8, "num_train_epochs": 1,
+          "seed": 12345, "metric": 0.5, "run_dir": str(run)}
+  with pytest.raises(errors.CheckpointError) as e:
+    search._finish(best)  # pylint: disable=protected-access
+  message = str(e.value)
+  assert "\n" not in message and not isinstance(e.value, errors.CorruptCheckpointError)
+  assert message.startswith("trial %s: checkpoint %r does not fit the model" % (run, prefix))
+  if written_by == "another_model":
+    assert "512" in message and "256" in message, message  # the variable's two shapes
+  assert not exported and not os.path.exists(tmp_path / "run" / tuning.BEST_FILE)
+
+
 @pytest.mark.slow  # tool processes or a trained run: full suite, not the day-to-day loop (issue 41)
 def test_failing_trials_are_recorded_and_all_failed_is_an_error(tmp_path, data_dir):
   # lr 1e30 diverges: eval_loss is NaN, the trial fails with that error, the

@@ -21,6 +21,7 @@ Writes ``search_results.csv``, ``search_results.md``, ``search_results.png``,
 """
 
 import importlib
+import os
 import sys
 
 from bert_tf.tools import _startup
@@ -29,17 +30,18 @@ _startup.setup(tensorflow=True)
 from absl import flags
 
 from bert_tf.tools import _common
-from bert_tf import export
+from bert_tf import task_kinds
 from bert_tf import tuning
 
 FLAGS = flags.FLAGS
 TOOL = "tune"
-TOOLS = {"classifier": "run_classifier", "squad": "run_squad", "ner": "run_ner",
-         "swag": "run_swag"}
+# --task value -> its training tool's module (``run_classifier``, ...): the
+# searchable kinds of the TF-free registry.
+TOOLS = {k.name: os.path.splitext(k.tool)[0] for k in task_kinds.searchable_kinds()}
 
-flags.DEFINE_enum("task", None, list(tuning.TASKS),
-                  "The fine-tuning task; its tool's flags (run_classifier, run_squad, "
-                  "run_ner, run_swag) follow.")
+flags.DEFINE_enum("task", None, list(TOOLS),
+                  "The fine-tuning task; its tool's flags (%s) follow."
+                  % ", ".join(TOOLS.values()))
 _common.define_flags(tuning.SearchParams)
 flags.adopt_module_key_flags(_common)  # --helpshort lists the search flags too
 
@@ -91,11 +93,11 @@ def main(argv):
     prepare = getattr(_TOOL_MODULE, "resolve_task_name", None)
     overrides = prepare() if prepare is not None else {}
     strategy = _common.strategy_from_flags()
-    kind = tuning.TASKS[FLAGS.task]
-    params = _common.params_from_flags(kind.params_cls, **overrides)
+    params_cls = task_kinds.get(FLAGS.task).attribute("params_class")
+    params = _common.params_from_flags(params_cls, **overrides)
     search = tuning.Search(
         FLAGS.task, params, _common.params_from_flags(tuning.SearchParams),
-        strategy=strategy, exporter=export.export_model,
+        strategy=strategy, exporter=_common.export_model,
         do_predict=bool(FLAGS["do_predict"].value) if "do_predict" in FLAGS else False,
         print_fn=lambda line: print(line, flush=True))
     search.run()

@@ -19,6 +19,7 @@ Example::
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import json
 import math
@@ -28,17 +29,14 @@ import time
 import traceback
 from typing import Any, Callable, Optional
 
+from bert_tf import checkpoints
 from bert_tf import errors
 from bert_tf import io_utils
-from bert_tf import jobs
 from bert_tf import run_dir as run_dir_lib
 from bert_tf import runner
+from bert_tf import task_kinds
 from bert_tf import training
-from bert_tf.tasks import classification
 from bert_tf.tasks import fine_tuning
-from bert_tf.tasks import squad
-from bert_tf.tasks import swag
-from bert_tf.tasks import tagging
 from bert_tf.tuning import results as results_lib
 from bert_tf.tuning import space as space_lib
 from bert_tf.tuning import study as study_lib
@@ -47,47 +45,32 @@ TRIALS_DIR = "trials"
 EXPORT_DIR = "export"
 DB_FILE = "search.db"
 
-
-def _run_classifier(params, strategy, print_fn, task, do_predict):
-  return jobs.run_classifier(params, strategy, do_train=True, do_eval=True,
-                             do_predict=do_predict, print_fn=print_fn, task=task)
-
-
-def _run_job(job):
-  """A job that takes its actions from the params (the search sets them)."""
-  return lambda params, strategy, print_fn, task, do_predict: job(
-      params, strategy, print_fn=print_fn, task=task)
+# A task kind as the search sees it: the registry's record
+# (:class:`bert_tf.task_kinds.TaskKind`; its ``params_class``, ``task_class``
+# and ``job`` are what a search runs).
+TaskKind = task_kinds.TaskKind
 
 
-@dataclasses.dataclass(frozen=True)
-class TaskKind:
-  """One fine-tuning task as a search sees it.
+class _SearchableKinds(collections.abc.Mapping):
+  """``{name: TaskKind}`` of the kinds a search runs, read from the registry
+  on each use (a kind registered later is searchable at once)."""
 
-  Attributes:
-    name: ``--task`` value.
-    params_cls: its params dataclass (the task tool's flags).
-    tool: the task's tool (``run_classifier``, ...), for messages.
-    task_cls: its :class:`bert_tf.tasks.fine_tuning.FineTuningTask` class.
-    run: ``run(params, strategy, print_fn, task, do_predict) -> results``,
-      the task's job (:mod:`bert_tf.jobs`) training and evaluating ``task``.
-  """
-  name: str
-  params_cls: type
-  tool: str
-  task_cls: type
-  run: Callable[..., dict]
+  def __getitem__(self, name: str) -> TaskKind:
+    kind = task_kinds.KINDS[name]
+    if not kind.searchable:
+      raise KeyError(name)
+    return kind
+
+  def __iter__(self):
+    return iter(k.name for k in task_kinds.searchable_kinds())
+
+  def __len__(self) -> int:
+    return len(task_kinds.searchable_kinds())
 
 
-TASKS = {
-    "classifier": TaskKind("classifier", classification.ClassifierParams, "run_classifier",
-                           classification.ClassificationTask, _run_classifier),
-    "squad": TaskKind("squad", squad.SquadParams, "run_squad",
-                      squad.QuestionAnsweringTask, _run_job(jobs.run_squad)),
-    "ner": TaskKind("ner", tagging.NerParams, "run_ner", tagging.TokenTaggingTask,
-                    _run_job(jobs.run_ner)),
-    "swag": TaskKind("swag", swag.SwagParams, "run_swag", swag.MultipleChoiceTask,
-                     _run_job(jobs.run_swag)),
-}
+# The searchable kinds (``classifier``, ``squad``, ``ner``, ``swag``):
+# :func:`bert_tf.task_kinds.searchable_kinds` by name.
+TASKS = _SearchableKinds()
 
 
 def load_search_space(spec: str, params_cls) -> space_lib.SearchSpace:
@@ -113,7 +96,8 @@ class Search:
   """A resumable, parallel hyperparameter search over one task (package doc).
 
   Args:
-    task: ``classifier``, ``squad``, ``ner`` or ``swag`` (:data:`TASKS`).
+    task: ``classifier``, ``squad``, ``ner``, ``swag`` or another
+      searchable kind of :mod:`bert_tf.task_kinds` (:data:`TASKS`).
     params: the task's params (its tool's flags; ``output_dir`` is the
       search's directory); the searched fields and ``seed`` are set per trial.
     search: :class:`bert_tf.tuning.space.SearchParams`.
@@ -126,7 +110,8 @@ class Search:
     print_fn: progress lines (one per trial) go here.
 
   Raises:
-    errors.ParamsError: bad search flags, names or ranges, a metric the task
+    errors.ParamsError: an unknown or unsearchable ``task`` (argument
+      ``task``), bad search flags, names or ranges, a metric the task
       does not report, a batch size above the training rows, a search on
       ``output_dir`` / the storage with other settings (each difference
       listed) -- all before any training.
@@ -146,6 +131,9 @@ class Search:
       raise errors.ParamsError("task: unknown %r (%s)" % (task, ", ".join(TASKS)),
                                argument="task")
     self.kind = TASKS[task]
+    self.params_cls = self.kind.attribute("params_class")
+    self.task_cls = self.kind.attribute("task_class")
+    self.job = self.kind.attribute("job")
     self.base = params
     self.sp = search
     self.strategy = strategy
@@ -154,7 +142,7 @@ class Search:
     self.print_fn = print_fn
     self.output_dir = os.path.abspath(params.output_dir)
     self._check_search_params()
-    self.space = load_search_space(search.search_space, self.kind.params_cls)
+    self.space = load_search_space(search.search_space, self.params_cls)
     self.seeds = [params.seed + i for i in range(search.num_restarts)]
     self.task = self._build_task()  # reads, tokenizes and featurizes the data once
     self.metric = search.metric or self.task.selection_metric
@@ -166,6 +154,7 @@ class Search:
     self.total = (self.space.grid_size() * len(self.seeds) if self.space.is_grid
                   else search.num_trials * len(self.seeds))
     self.study = None
+    self.storage = None
     self._done_here = 0
     self._started = None
 
@@ -179,11 +168,11 @@ class Search:
     if not 0.0 <= sp.holdout_fraction < 1.0:
       raise errors.ParamsError("holdout_fraction must be in [0, 1), got %g"
                                % sp.holdout_fraction, argument="holdout_fraction")
-    if sp.holdout_fraction and not self.kind.task_cls.can_hold_out:
+    if sp.holdout_fraction and not self.task_cls.can_hold_out:
       raise errors.ParamsError(
           "holdout_fraction: only %s sets a slice of train aside; select on the dev "
           "set (0)" % ", ".join("--task=" + k.name for k in TASKS.values()
-                                if k.task_cls.can_hold_out),
+                                if k.attribute("task_class").can_hold_out),
           argument="holdout_fraction")
     if sp.sampler not in space_lib.SAMPLERS:
       raise errors.ParamsError("sampler: unknown %r (%s)" % (
@@ -200,13 +189,18 @@ class Search:
       if flag in names:
         extra[flag] = True
     if "do_predict" in names:
-      extra["do_predict"] = self.kind.task_cls.evaluates_by_predicting or self.do_predict
+      extra["do_predict"] = self._predicts()
     return dataclasses.replace(self.base, output_dir=run_dir, seed=seed,
                                export_dir=None, **extra, **hparams)
 
+  def _predicts(self) -> bool:
+    """Whether trials predict: the task evaluates by predicting (SQuAD), or
+    the search was asked to."""
+    return bool(self.task_cls.evaluates_by_predicting or self.do_predict)
+
   def _build_task(self):
     p = self._trial_params({}, self.base.seed, self.output_dir)
-    task = self.kind.task_cls.for_search(p, self.do_predict)
+    task = self.task_cls.for_search(p, self.do_predict)
     if self.sp.holdout_fraction:
       task.hold_out(self.sp.holdout_fraction, self.base.seed)
     task.check_selectable()
@@ -246,10 +240,11 @@ class Search:
         ``--warmup_proportion=0.1 (the search) vs 0.2 (now)``).
     """
     os.makedirs(self.output_dir, exist_ok=True)
-    sp = self.sp
+    sp, url = self.sp, self.storage_url()
+    self.storage = study_lib.open_storage(url, sp.heartbeat_seconds, sp.max_retries)
     self.study = study_lib.open_study(
-        self.storage_url(), sp.study_name, self.space, self.seeds, self.base.seed,
-        sp.sampler, self.metric, sp.heartbeat_seconds, sp.max_retries, self.settings())
+        self.storage, url, sp.study_name, self.space, self.seeds, self.base.seed,
+        sp.sampler, self.metric, self.settings())
     return self.study
 
   # --- trials ---------------------------------------------------------------
@@ -290,7 +285,7 @@ class Search:
       return self._objective(trial, started)
     except (training.Interrupted, KeyboardInterrupt) as e:  # the search stops here
       trial.set_user_attr("error", "interrupted; resumed by the next run of the search")
-      raise study_lib.TrialInterrupted(study_lib.trial_id(trial), e) from e
+      raise study_lib.TrialInterrupted(trial.number, e) from e
     except Exception as e:  # recorded; the search goes on
       if study_lib.is_pruned(e):
         raise
@@ -305,7 +300,7 @@ class Search:
 
   def _objective(self, trial, started) -> float:
     stored = study_lib.stored_trial(self.study, trial)
-    hparams = study_lib.suggest(trial, self.space, self.kind.params_cls)
+    hparams = study_lib.suggest(trial, self.space, self.params_cls)
     if self.space.is_grid:
       seed = int(trial.suggest_categorical("seed", self.seeds))
     else:
@@ -347,7 +342,8 @@ class Search:
       log.write(line + "\n")
       log.flush()
 
-    results = self.kind.run(params, self._strategy(), print_fn, task, self.do_predict)
+    results = self.job(params, self._strategy(), do_train=True, do_eval=True,
+                       do_predict=self._predicts(), print_fn=print_fn, task=task)
     value = self._kept_value(run_dir, results)
     if value is None or not math.isfinite(value):
       raise FloatingPointError("%s is %s (the loss diverged?)" % (self.metric, value))
@@ -378,17 +374,24 @@ class Search:
     """The model a trial keeps, rebuilt from ``task`` and restored from
     ``run_dir`` (``best/``, else the newest checkpoint:
     :func:`bert_tf.run_dir.model_checkpoint`), in the search's strategy.
+    The restore is strict: every variable of the rebuilt model must be in
+    the checkpoint, with its shape.
 
     Returns:
       the Keras model.
+
+    Raises:
+      errors.CheckpointError: ``run_dir`` holds no checkpoint, or its
+        checkpoint does not fit the rebuilt model (one line naming it).
+      errors.CorruptCheckpointError: its files are truncated or unreadable.
     """
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    source = "trial %s" % run_dir
+    path = run_dir_lib.model_checkpoint(run_dir)
+    if path is None:
+      raise errors.CheckpointError("%s: no checkpoint to read the kept model from" % source)
     with self._strategy().scope():
       model = task.build_model()
-    objects = task.checkpoint_objects(model)
-    if runner.restore_best(objects, run_dir) is None:
-      tf.train.Checkpoint(**objects).read(
-          run_dir_lib.model_checkpoint(run_dir)).expect_partial()
+    checkpoints.restore_object_checkpoint(path, source, **task.checkpoint_objects(model))
     return model
 
   def _best_model(self, best: dict):
@@ -431,8 +434,8 @@ class Search:
     planned = self.space.grid_size() * len(self.seeds) if self.space.is_grid \
         else self.sp.num_trials
     while True:
-      study_lib.fail_dead_local_trials(self.study, self.sp.max_retries, self._run_index,
-                                       self.print_fn)
+      study_lib.fail_dead_local_trials(self.study, self.storage, self.sp.max_retries,
+                                       self._run_index, self.print_fn)
       study_lib.fail_stale(self.study)
       trials = self.study.get_trials(deepcopy=False)
       waiting = any(t.state.name == "WAITING" for t in trials)
@@ -447,7 +450,7 @@ class Search:
         # Optuna failed the trial: queue it again (same parameters and run
         # directory, so the next run resumes it from its newest checkpoint),
         # then stop as a single run does (training.Interrupted / Ctrl-C).
-        study_lib.requeue(self.study, e.trial_id)
+        study_lib.requeue(self.study, e.number)
         raise e.error from None
     rows = self.rows()
     self.write_results(rows)
@@ -515,7 +518,7 @@ class Search:
       row["status"] = t.state.name
       if reports_dev:
         row["dev_metric"] = t.user_attrs.get("dev_metric")
-      row["error"] = t.user_attrs.get("error", "")
+      row["error"] = t.user_attrs.get("error") or study_lib.dead_process_error(t) or ""
       row["run_dir"] = t.user_attrs.get("run_dir", self.run_dir(index))
       rows.append(row)
     return rows

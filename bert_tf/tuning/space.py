@@ -19,7 +19,7 @@ import dataclasses
 import json
 import math
 import os
-from typing import Optional
+from typing import Optional, Tuple
 
 from bert_tf import errors
 from bert_tf.params import field
@@ -163,22 +163,7 @@ def load_search_space(spec: str, params_cls,
       list, an invalid range (``low >= high``, log with ``low <= 0``), a
       value of the wrong type.
   """
-  if spec in SEARCH_SPACES:
-    raw, where = SEARCH_SPACES[spec], spec
-  else:
-    where = spec
-    try:
-      with open(spec, encoding="utf-8") as f:
-        raw = json.load(f)
-    except FileNotFoundError as e:
-      raise errors.ParamsError("%r is neither paper, glue nor a file" % spec,
-                               argument="search_space") from e
-    except json.JSONDecodeError as e:
-      raise errors.ParamsError("%s line %d: not JSON (%s)" % (spec, e.lineno, e.msg),
-                               argument="search_space") from e
-    if not isinstance(raw, dict) or not raw:
-      raise errors.ParamsError("%s: want a non-empty JSON object {flag: values}" % spec,
-                               argument="search_space")
+  raw, where = _read_spec(spec)
   types = field_types(params_cls)
   choices_of = {f.name: (f.metadata or {}).get("choices")
                 for f in dataclasses.fields(params_cls)}
@@ -186,55 +171,109 @@ def load_search_space(spec: str, params_cls,
                    n not in DATA_FIELDS and n not in run_settings)
   out = {}
   for name, value in raw.items():
-    if name == "seed":
-      raise errors.ParamsError("search space %s: seed is set by --num_restarts "
-                               "(seed, seed+1, ...), not searched" % where,
-                               argument="search_space")
-    if name in DATA_FIELDS:
-      raise errors.ParamsError(
-          "search space %s: %s changes the featurized data, which a search prepares "
-          "once: run one search per value" % (where, name), argument="search_space")
-    if name not in allowed:
-      raise errors.ParamsError(
-          "search space %s: unknown hyperparameter %r (the task's flags: %s)" % (
-              where, name, ", ".join(allowed)), argument="search_space")
+    _check_name(name, allowed, where)
     tp = types[name]
     if isinstance(value, list):
-      if not value:
-        raise errors.ParamsError("search space %s: %s has no values" % (where, name),
-                                 argument="search_space")
-      out[name] = [_convert(name, v, tp, where) for v in value]
-      choices = choices_of.get(name)
-      if choices and any(v not in choices for v in out[name]):
-        raise errors.ParamsError("search space %s: %s values must be among %s, got %s"
-                                 % (where, name, ", ".join(choices), out[name]),
-                                 argument="search_space")
+      out[name] = _grid_values(name, value, tp, choices_of.get(name), where)
     elif isinstance(value, dict):
-      unknown = set(value) - {"low", "high", "log", "step"}
-      if unknown or not {"low", "high"} <= set(value) or tp not in (int, float):
-        raise errors.ParamsError(
-            "search space %s: %s range %s: want {\"low\": ..., \"high\": ..., "
-            "\"log\": bool, \"step\": ...} of a number flag" % (where, name,
-                                                             json.dumps(value)),
-            argument="search_space")
-      r = Range(_convert(name, value["low"], float, where),
-                _convert(name, value["high"], float, where), bool(value.get("log")),
-                value.get("step"))
-      if not r.low < r.high:
-        raise errors.ParamsError("search space %s: %s range is empty (low %g >= high %g)"
-                                 % (where, name, r.low, r.high), argument="search_space")
-      if r.log and r.low <= 0:
-        raise errors.ParamsError("search space %s: %s log range needs low > 0, got %g"
-                                 % (where, name, r.low), argument="search_space")
-      if r.step is not None and (isinstance(r.step, bool) or not r.step > 0):
-        raise errors.ParamsError("search space %s: %s step must be > 0" % (where, name),
-                                 argument="search_space")
-      out[name] = r
+      out[name] = _range(name, value, tp, where)
     else:
       raise errors.ParamsError(
           "search space %s: %s must be a list (a grid) or a range object, got %s"
           % (where, name, json.dumps(value)), argument="search_space")
   return SearchSpace(spec if spec in SEARCH_SPACES else os.path.abspath(spec), out)
+
+
+def _read_spec(spec: str) -> Tuple[dict, str]:
+  """``(raw, where)``: the named space's dict, or the JSON file's object, and
+  the name to quote in errors.
+
+  Raises:
+    errors.ParamsError: no such name or file, not JSON, not a non-empty object.
+  """
+  if spec in SEARCH_SPACES:
+    return SEARCH_SPACES[spec], spec
+  try:
+    with open(spec, encoding="utf-8") as f:
+      raw = json.load(f)
+  except FileNotFoundError as e:
+    raise errors.ParamsError("%r is neither paper, glue nor a file" % spec,
+                             argument="search_space") from e
+  except json.JSONDecodeError as e:
+    raise errors.ParamsError("%s line %d: not JSON (%s)" % (spec, e.lineno, e.msg),
+                             argument="search_space") from e
+  if not isinstance(raw, dict) or not raw:
+    raise errors.ParamsError("%s: want a non-empty JSON object {flag: values}" % spec,
+                             argument="search_space")
+  return raw, spec
+
+
+def _check_name(name: str, allowed: list, where: str) -> None:
+  """Refuses ``seed``, a field that changes the featurized data, and a name
+  that is not one of ``allowed`` (listed).
+
+  Raises:
+    errors.ParamsError: argument ``search_space``.
+  """
+  if name == "seed":
+    raise errors.ParamsError("search space %s: seed is set by --num_restarts "
+                             "(seed, seed+1, ...), not searched" % where,
+                             argument="search_space")
+  if name in DATA_FIELDS:
+    raise errors.ParamsError(
+        "search space %s: %s changes the featurized data, which a search prepares "
+        "once: run one search per value" % (where, name), argument="search_space")
+  if name not in allowed:
+    raise errors.ParamsError(
+        "search space %s: unknown hyperparameter %r (the task's flags: %s)" % (
+            where, name, ", ".join(allowed)), argument="search_space")
+
+
+def _grid_values(name: str, value: list, tp: type, choices, where: str) -> list:
+  """A grid's values as the flag's type, each among the flag's ``choices``.
+
+  Raises:
+    errors.ParamsError: an empty list, a value of another type or not a choice.
+  """
+  if not value:
+    raise errors.ParamsError("search space %s: %s has no values" % (where, name),
+                             argument="search_space")
+  out = [_convert(name, v, tp, where) for v in value]
+  if choices and any(v not in choices for v in out):
+    raise errors.ParamsError("search space %s: %s values must be among %s, got %s"
+                             % (where, name, ", ".join(choices), out),
+                             argument="search_space")
+  return out
+
+
+def _range(name: str, value: dict, tp: type, where: str) -> Range:
+  """A ``{"low", "high", "log", "step"}`` object of a number flag as a
+  :class:`Range`.
+
+  Raises:
+    errors.ParamsError: other keys, a missing bound, a flag that is not a
+      number, an empty range, a log range with ``low <= 0``, a step <= 0.
+  """
+  unknown = set(value) - {"low", "high", "log", "step"}
+  if unknown or not {"low", "high"} <= set(value) or tp not in (int, float):
+    raise errors.ParamsError(
+        "search space %s: %s range %s: want {\"low\": ..., \"high\": ..., "
+        "\"log\": bool, \"step\": ...} of a number flag" % (where, name,
+                                                         json.dumps(value)),
+        argument="search_space")
+  r = Range(_convert(name, value["low"], float, where),
+            _convert(name, value["high"], float, where), bool(value.get("log")),
+            value.get("step"))
+  if not r.low < r.high:
+    raise errors.ParamsError("search space %s: %s range is empty (low %g >= high %g)"
+                             % (where, name, r.low, r.high), argument="search_space")
+  if r.log and r.low <= 0:
+    raise errors.ParamsError("search space %s: %s log range needs low > 0, got %g"
+                             % (where, name, r.low), argument="search_space")
+  if r.step is not None and (isinstance(r.step, bool) or not r.step > 0):
+    raise errors.ParamsError("search space %s: %s step must be > 0" % (where, name),
+                             argument="search_space")
+  return r
 
 
 def direction(metric: str) -> str:

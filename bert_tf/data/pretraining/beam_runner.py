@@ -324,6 +324,31 @@ def run(kind: str, input_files: Sequence[str], output_file: str, vocab_file: str
       rerun with other flags (before any work); a failed pipeline.
   """
   options, runner_name = parse_pipeline_options(pipeline_options)
+  _check_sizes(num_shards, instance_flags)
+  check_output_writable(output_file)
+  job = _job(kind, input_files, output_file, vocab_file, num_shards, flags,
+             do_lower_case, preserve_unused_tokens, instance_flags)
+  spec = json.dumps(_spec(job), sort_keys=True)
+  partial = job["manifest"] + ".partial"
+  _check_unfinished_run(partial, spec, output_file)
+  if not documents_lib.is_remote(output_file):
+    _remove_stale_temps(job["paths"])
+  whole = [s for s in range(num_shards) if _exists(job["paths"][s])]
+  if whole:
+    log("rerun: %d of %d shards already whole, skipped (shard%s %s)" % (
+        len(whole), num_shards, "s" if len(whole) > 1 else "",
+        ",".join(str(s) for s in whole)))
+  _write_text(partial, spec + "\n")
+  _run_pipeline(runner_name, options, job)
+  return _results(job, partial, whole)
+
+
+def _check_sizes(num_shards: int, instance_flags: dict) -> None:
+  """``--num_shards``, ``--max_seq_length`` and ``--window_tokens`` in range.
+
+  Raises:
+    InputError: one of them is not (naming the flag and its value).
+  """
   if num_shards < 1:
     raise InputError("--num_shards must be >= 1, got %d" % num_shards)
   if instance_flags.get("max_seq_length", 128) < 5:
@@ -331,41 +356,58 @@ def run(kind: str, input_files: Sequence[str], output_file: str, vocab_file: str
                      % instance_flags["max_seq_length"])
   if instance_flags.get("window_tokens", 1) < 1:
     raise InputError("--window_tokens must be >= 1")
-  check_output_writable(output_file)
-  # Vocab errors surface here, before the pipeline starts.
+
+
+def _job(kind: str, input_files: Sequence[str], output_file: str, vocab_file: str,
+         num_shards: int, flags: dict, do_lower_case: bool,
+         preserve_unused_tokens: bool, instance_flags: dict) -> dict:
+  """What every shard's :func:`make_shard` is given (a JSON-able dict: the
+  shard paths, the shard parameters, the vocab arguments, the manifest path).
+
+  Raises:
+    InputError: the vocab does not load (before the pipeline starts).
+  """
   vocab_args = dict(vocab_file=vocab_file, do_lower_case=do_lower_case,
                     max_seq_length=instance_flags.get("max_seq_length", 128),
                     max_predictions_per_seq=instance_flags.get("max_predictions_per_seq",
                                                                20),
                     preserve_unused_tokens=preserve_unused_tokens)
   sharded.prepare(**vocab_args)
-  paths = sharded.shard_paths(output_file, num_shards)
-  job = dict(kind=kind, input_files=list(input_files), paths=paths, num_shards=num_shards,
-             params=sharded.shard_params(kind, **instance_flags), vocab=vocab_args,
-             flags=flags, manifest=output_file + ".json",
-             random_seed=instance_flags.get("random_seed") if kind == "instances" else None)
-  spec = json.dumps(_spec(job), sort_keys=True)
-  partial = job["manifest"] + ".partial"
-  if _exists(partial) and not documents_lib.is_remote(partial):
-    with open(partial, encoding="utf-8") as f:
-      if f.read().strip() != spec:
-        raise InputError(
-            "--output_file %s: an unfinished run with other flags or inputs left shards "
-            "there (%s): rerun it with the same command, or delete its shards" %
-            (output_file, partial))
-  if not documents_lib.is_remote(output_file):
-    _remove_stale_temps(paths)
-  whole = [s for s in range(num_shards) if _exists(paths[s])]
-  if whole:
-    log("rerun: %d of %d shards already whole, skipped (shard%s %s)" % (
-        len(whole), num_shards, "s" if len(whole) > 1 else "",
-        ",".join(str(s) for s in whole)))
-  _write_text(partial, spec + "\n")
+  return dict(kind=kind, input_files=list(input_files),
+              paths=sharded.shard_paths(output_file, num_shards), num_shards=num_shards,
+              params=sharded.shard_params(kind, **instance_flags), vocab=vocab_args,
+              flags=flags, manifest=output_file + ".json",
+              random_seed=instance_flags.get("random_seed") if kind == "instances" else None)
+
+
+def _check_unfinished_run(partial: str, spec: str, output_file: str) -> None:
+  """Refuses to go on from an unfinished run (its ``.json.partial``, local
+  only) that had other flags or inputs.
+
+  Raises:
+    InputError: naming ``--output_file`` and the ``.partial`` file.
+  """
+  if not _exists(partial) or documents_lib.is_remote(partial):
+    return
+  with open(partial, encoding="utf-8") as f:
+    if f.read().strip() != spec:
+      raise InputError(
+          "--output_file %s: an unfinished run with other flags or inputs left shards "
+          "there (%s): rerun it with the same command, or delete its shards" %
+          (output_file, partial))
+
+
+def _run_pipeline(runner_name: str, options, job: dict) -> None:
+  """The Beam pipeline: one element per shard, then the manifest.
+
+  Raises:
+    InputError: a shard's own error, or the pipeline's (its last line).
+  """
   beam = import_beam()
   runner = _make_runner(runner_name, options)
   try:
     with beam.Pipeline(runner=runner, options=options) as p:
-      _ = (p | "Shards" >> beam.Create(list(range(num_shards)))
+      _ = (p | "Shards" >> beam.Create(list(range(job["num_shards"])))
            | "Spread" >> beam.Reshuffle()
            | "MakeShard" >> beam.Map(make_shard, job=job)
            | "All" >> beam.combiners.ToList()
@@ -376,6 +418,11 @@ def run(kind: str, input_files: Sequence[str], output_file: str, vocab_file: str
     message = str(e).strip().splitlines()
     raise InputError("the Beam pipeline failed: %s" % (message[-1] if message else
                                                        type(e).__name__)) from None
+
+
+def _results(job: dict, partial: str, whole: List[int]) -> dict:
+  """:func:`run`'s dict, from the manifest and the per-shard stats (local
+  runs: the stats file and ``partial`` are removed)."""
   with (documents_lib.gfile().GFile(job["manifest"], "r")
         if documents_lib.is_remote(job["manifest"])
         else open(job["manifest"], encoding="utf-8")) as f:
@@ -392,7 +439,7 @@ def run(kind: str, input_files: Sequence[str], output_file: str, vocab_file: str
   for r in stats:
     if not r["skipped"]:
       rss[r["pid"]] = max(rss.get(r["pid"], 0.0), r["peak_rss_mb"])
-  return dict(files=paths, counts=out["counts"], num_instances=out["num_records"],
+  return dict(files=job["paths"], counts=out["counts"], num_instances=out["num_records"],
               skipped=whole, worker_peak_rss_mb=sorted(rss.values()),
               manifest=job["manifest"], peak_rss_mb=sharded.peak_rss_mb())
 

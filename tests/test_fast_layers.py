@@ -124,3 +124,40 @@ def test_trainer_keeps_freed_host_memory_for_reuse():
   assert on and not off
   assert faults_off >= 32, faults_off
   assert faults_on * 10 < faults_off, (faults_on, faults_off)
+
+
+def test_all_layers_finds_every_sublayer_once_through_public_attributes():
+  """``layers.all_layers`` (Keras' public ``Model.layers`` and the layers'
+  public attributes): a classifier's every layer, each once, the blocks in
+  their order; lists, tuples and dicts of layers, a shared layer and a
+  reference back to a parent."""
+  import collections  # pylint: disable=g-import-not-at-top
+  import keras  # pylint: disable=g-import-not-at-top
+  from bert_tf import config as config_lib  # pylint: disable=g-import-not-at-top
+  from bert_tf.modeling import models  # pylint: disable=g-import-not-at-top
+  config = config_lib.BertConfig.from_json_file(
+      os.path.join(ROOT, "data", "configs", "bert_tiny_config.json"))
+  clf = models.build_classifier(config, 3)
+  found = layers.all_layers(clf)
+  assert found[0] is clf and len({id(l) for l in found}) == len(found)
+  # 2 blocks x 6 projections + the pooler; the embeddings' dropout, 2 per
+  # block and the head's; the embeddings' LayerNorm and 2 per block.
+  assert collections.Counter(type(l).__name__ for l in found) == {
+      "BertClassifier": 1, "BertEncoder": 1, "BertEmbeddings": 1, "TransformerBlock": 2,
+      "Dense": 13, "Dropout": 6, "LayerNormalization": 5, "DenseHead": 1}
+  assert [l.name for l in found if isinstance(l, layers.TransformerBlock)] == [
+      "layer_0", "layer_1"]
+
+  class Holder(keras.layers.Layer):
+
+    def __init__(self):
+      super().__init__()
+      shared = keras.layers.Dense(2, name="shared")
+      self.listed = [shared, keras.layers.Dense(2, name="in_list")]
+      self.pair = (keras.layers.Dense(2, name="in_tuple"), shared)
+      self.named = {"a": keras.layers.Dense(2, name="in_dict")}
+      self.back = self  # a reference to itself: visited once
+
+  holder = Holder()
+  assert [l.name for l in layers.all_layers(holder)] == [
+      holder.name, "shared", "in_list", "in_tuple", "in_dict"]

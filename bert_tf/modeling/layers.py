@@ -417,6 +417,57 @@ def _moved(x, forward, backward):
   return move(x)
 
 
+def all_layers(layer: keras.layers.Layer) -> List[keras.layers.Layer]:
+  """``layer`` and every layer inside it, each once, a parent before its own.
+
+  Keras 3 lists a model's direct sub-layers (``keras.Model.layers``) but
+  not a plain layer's, and its recursive walk (``Layer._flatten_layers``)
+  is private. So the children of a layer are its ``layers`` when it is a
+  ``keras.Model``, plus the layers its public attributes hold (directly, or
+  in a list, tuple or dict): every layer of this package keeps its
+  sub-layers so (``BertEncoder.layer_0``, ``TransformerBlock.query``, ...).
+  A layer held only under a private attribute of a plain layer (Keras'
+  ``MultiHeadAttention._query_dense``) is not found.
+
+  Args:
+    layer: a Keras layer or model.
+
+  Returns:
+    list of ``keras.layers.Layer``: ``layer`` first, then depth first in
+    attribute order (an encoder's blocks in their order).
+
+  Example:
+    >>> [l.name for l in all_layers(encoder)][:3]
+    ['bert_encoder', 'embeddings', 'layer_norm']
+  """
+  out, seen = [], set()
+
+  def visit(current):
+    if id(current) in seen:
+      return
+    seen.add(id(current))
+    out.append(current)
+    for child in _sublayers(current):
+      visit(child)
+
+  visit(layer)
+  return out
+
+
+def _sublayers(layer: keras.layers.Layer) -> List[keras.layers.Layer]:
+  """A layer's direct sub-layers: a model's ``layers``, then the layers its
+  public attributes hold (see :func:`all_layers`)."""
+  found = list(layer.layers) if isinstance(layer, keras.Model) else []
+  for name, value in vars(layer).items():
+    if name.startswith("_"):
+      continue
+    if isinstance(value, dict):
+      value = list(value.values())
+    values = value if isinstance(value, (list, tuple)) else [value]
+    found += [v for v in values if isinstance(v, keras.layers.Layer) and v is not layer]
+  return found
+
+
 # id(TransformerBlock) -> (kernel [H, 3H], bias [3H]) while a FusedQKV is
 # active (FusedQKV.active(): tracing a serving function).
 _SERVING_QKV = {}
@@ -472,7 +523,7 @@ class FusedQKV:
   """
 
   def __init__(self, model: keras.layers.Layer, dtype: Optional[str] = None):
-    layers = model._flatten_layers(include_self=True)  # pylint: disable=protected-access
+    layers = all_layers(model)
     self.blocks = [l for l in layers if isinstance(l, TransformerBlock)]
     if not self.blocks:
       raise ValueError("FusedQKV: %s holds no TransformerBlock" % model.name)

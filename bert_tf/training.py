@@ -40,7 +40,7 @@ import os
 import signal
 import threading
 import time
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from absl import logging
 import keras
@@ -456,6 +456,14 @@ def _take_over_aggregation(optimizer):
   (``tests/test_pretraining.py``) compares a 2-replica step with a 1-device
   step, so a Keras change here cannot go unnoticed.
 
+  The one private name of another library left in training: Keras 3 has
+  no public way to apply gradients already summed over replicas
+  (keras-team/keras#19308, open): ``apply`` in a replica context always
+  sums, ``LossScaleOptimizer.apply`` refuses the cross-replica context, and
+  the global clip must see the summed gradients. The public alternatives
+  all-reduce every gradient twice (passing the clipped sum on one replica
+  and zeros on the others) or clip before the sum (other numerics).
+
   Returns:
     the global clip norm the optimizer had (float or None).
   """
@@ -775,9 +783,12 @@ def restore_latest(manager, warn_fn: Optional[Callable[[str], None]] = None,
   Args:
     manager: a ``tf.train.CheckpointManager`` over the run directory.
     warn_fn: where the one warning line goes (None: ``absl.logging.warning``).
-    repair: rewrite the state file without the skipped checkpoints, so the
-      manager's next save and sweep go on from the one restored (the chief;
-      False on the other workers, which only read the chief's directory).
+    repair: rewrite the state file without the skipped checkpoints, so a
+      manager made after this call saves and sweeps on from the one
+      restored (``manager`` keeps the list it read when it was made: the
+      caller makes the one that saves next anew when the path returned is
+      not ``manager.latest_checkpoint``). True on the chief; False on the
+      other workers, which only read the chief's directory.
 
   Returns:
     the restored prefix (``DIR/ckpt-N``), or None when the state file lists
@@ -821,7 +832,7 @@ def restore_latest(manager, warn_fn: Optional[Callable[[str], None]] = None,
     if skipped:
       _report_skipped(skipped, prefix, warn_fn)
       if repair:
-        _forget(manager, [p for p, _ in skipped], prefix)
+        _forget(manager.directory, [p for p, _ in skipped], prefix)
     logging.info("Resumed from %s", prefix)
     return prefix
   if skipped:
@@ -844,16 +855,39 @@ def _report_skipped(skipped, restored, warn_fn) -> None:
   (warn_fn or logging.warning)(line)
 
 
-def _forget(manager, prefixes, restored) -> None:
-  """Rewrites ``manager``'s state file with ``restored`` as its newest
-  checkpoint and without ``prefixes`` (their files stay for the user to
-  look at; the next save at the same step replaces them)."""
-  maybe_delete = getattr(manager, "_maybe_delete", None)
-  if maybe_delete is None or not hasattr(manager, "_record_state"):
-    return  # another CheckpointManager: the state file is left as it is
-  for p in prefixes:
-    maybe_delete.pop(p, None)
-  if not maybe_delete:  # the state file lists at least the one restored
-    maybe_delete[restored] = time.time()
-  manager._latest_checkpoint = restored  # pylint: disable=protected-access
-  manager._record_state()  # pylint: disable=protected-access
+def _forget(directory: str, prefixes: Sequence[str], restored: str) -> None:
+  """Rewrites the ``checkpoint`` state file of ``directory`` with
+  ``restored`` as its newest checkpoint and without ``prefixes`` (their
+  files stay for the user to look at; the next save at the same step
+  replaces them).
+
+  Through TensorFlow's public state-file functions
+  (``tf.train.get_checkpoint_state``, ``tf.compat.v1.train.
+  update_checkpoint_state``), as ``tf.train.CheckpointManager`` writes it:
+  paths relative to the directory, each with its timestamp. A manager
+  made before this call still holds the old list in memory: make the one
+  that saves next after it (it reads the file when made).
+  """
+  state = tf.train.get_checkpoint_state(directory)
+  if state is None:
+    return
+  last = state.last_preserved_timestamp
+  # The manager's list: entries newer than its last preserved checkpoint
+  # (a state file without timestamps dates every entry to that one).
+  stamps = list(state.all_model_checkpoint_timestamps) or [last] * len(
+      state.all_model_checkpoint_paths)
+  listed = [(p, t) for p, t in zip(state.all_model_checkpoint_paths, stamps) if t > last]
+  kept = [(p, t) for p, t in listed if p not in prefixes and p != restored]
+  kept.append((restored, dict(listed).get(restored, time.time())))
+  root = os.path.abspath(directory)
+  logger = tf.get_logger()
+  level = logger.level
+  logger.setLevel("ERROR")  # the v1 function's deprecation notice
+  try:
+    tf.compat.v1.train.update_checkpoint_state(
+        root, os.path.relpath(restored, root),
+        all_model_checkpoint_paths=[os.path.relpath(p, root) for p, _ in kept],
+        all_model_checkpoint_timestamps=[t for _, t in kept],
+        last_preserved_timestamp=last)
+  finally:
+    logger.setLevel(level)

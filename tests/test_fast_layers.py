@@ -1,5 +1,7 @@
 """The hand-written GELU gradient and the 16-bit dropout against TensorFlow's;
-the Trainer's freed-host-memory setting against the page faults it saves."""
+the Trainer's freed-host-memory setting against the page faults it saves;
+the layer walk (``layers.all_layers``) and the resume's state-file repair
+(``training.restore_latest``) through public Keras and TensorFlow calls."""
 
 import os
 import platform
@@ -161,3 +163,32 @@ def test_all_layers_finds_every_sublayer_once_through_public_attributes():
   holder = Holder()
   assert [l.name for l in layers.all_layers(holder)] == [
       holder.name, "shared", "in_list", "in_tuple", "in_dict"]
+
+
+def test_a_resume_past_a_missing_checkpoint_rewrites_the_state_file(tmp_path):
+  """``restore_latest`` skips a newest checkpoint whose files are gone and
+  rewrites the state file as ``tf.train.CheckpointManager`` writes it
+  (relative paths, the kept entries' timestamps): a manager made next goes
+  on from the one restored, and the file of the one skipped stays out."""
+  from bert_tf import training  # pylint: disable=g-import-not-at-top
+  v = tf.Variable(0.0)
+  manager = tf.train.CheckpointManager(tf.train.Checkpoint(v=v), str(tmp_path), max_to_keep=5)
+  for step in (2, 4, 6):
+    v.assign(float(step))
+    manager.save(checkpoint_number=step)
+  stamps = list(tf.train.get_checkpoint_state(str(tmp_path)).all_model_checkpoint_timestamps)
+  for name in os.listdir(tmp_path):
+    if name.startswith("ckpt-6."):
+      os.remove(tmp_path / name)
+  lines = []
+  again = tf.train.CheckpointManager(tf.train.Checkpoint(v=v), str(tmp_path), max_to_keep=5)
+  assert training.restore_latest(again, warn_fn=lines.append) == str(tmp_path / "ckpt-4")
+  assert v.numpy() == 4.0 and len(lines) == 1 and "ckpt-6 is missing" in lines[0]
+  text = (tmp_path / "checkpoint").read_text()
+  assert 'model_checkpoint_path: "ckpt-4"' in text and "ckpt-6" not in text, text
+  state = tf.train.get_checkpoint_state(str(tmp_path))
+  assert list(state.all_model_checkpoint_timestamps) == stamps[:2]
+  after = tf.train.CheckpointManager(tf.train.Checkpoint(v=v), str(tmp_path), max_to_keep=5)
+  assert after.latest_checkpoint == str(tmp_path / "ckpt-4")
+  after.save(checkpoint_number=6)
+  assert [os.path.basename(p) for p in after.checkpoints] == ["ckpt-2", "ckpt-4", "ckpt-6"]

@@ -75,6 +75,8 @@ class TaskKind:
       is not trained by a fine-tuning tool (no search).
     serving: the serving module class that every export format consumes
       (``"module:Class"``, in :mod:`bert_tf.export`).
+    serves: what that module serves: ``"model"`` (the run's task model),
+      ``"encoder"`` (its encoder) or ``"text"`` (no weights: ids from text).
     exports: the kinds a run (or preset) of this kind exports, its own
       default first (``--what``).
     formats: export format -> None (written) or the one-line reason it is
@@ -100,6 +102,7 @@ class TaskKind:
   task_class: Optional[str] = None
   job: Optional[str] = None
   serving: Optional[str] = None
+  serves: str = "model"
   exports: Tuple[str, ...] = ()
   formats: Mapping[str, Optional[str]] = dataclasses.field(
       default_factory=lambda: {SAVED_MODEL: None})
@@ -323,19 +326,19 @@ register(TaskKind(
     "encoder", "the encoder on token ids (TF Hub's BERT encoder)",
     hf_architectures=("BertModel",),
     model_class=_M + "encoder:BertEncoder", head=_M + "presets:ENCODER",
-    serving=_X + "saved_model:EncoderServing",
+    serving=_X + "saved_model:EncoderServing", serves="encoder",
     exports=("encoder", "features", "preprocessor"),
     formats={SAVED_MODEL: None, LITERT: None},
     outputs=("sequence_output", "pooled_output", "encoder_outputs")))
 register(TaskKind(
     "features", "every layer's output from raw text (extract_features.py)",
-    serving=_X + "features:FeaturesServing",
+    serving=_X + "features:FeaturesServing", serves="encoder",
     formats={SAVED_MODEL: None, LITERT: None},
     outputs=("encoder_outputs", "sequence_output", "pooled_output", "input_mask",
              "input_ids", "segment_ids"),
     metadata_name="encoder_all_layers"))
 register(TaskKind(
     "preprocessor", "token ids from raw text (TF Hub's BERT preprocessor)",
-    serving=_X + "saved_model:PreprocessorServing",
+    serving=_X + "saved_model:PreprocessorServing", serves="text",
     formats={SAVED_MODEL: None, LITERT: None},
     outputs=("input_word_ids", "input_mask", "input_type_ids")))

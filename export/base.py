@@ -9,18 +9,22 @@ names so that no export module reaches into another's privates:
   loader (TF Serving) restores and serves;
 * :func:`string_spec`, :func:`as_batch`, :func:`check_same_batch`,
   :func:`row_ids`: the string signatures' inputs;
-* :func:`next_version`, :func:`write_export`: ``<export_dir>/<version>/``
-  written under a temporary name and renamed when whole, with warm-up
-  requests and the metadata file (its name and the version rule are the
-  client's, :mod:`bert_tf.export.client`, so reader and writer agree).
+* :func:`check_export_dir`, :func:`next_version`, :func:`write_version`:
+  ``<export_dir>/<version>/`` of any format written under a temporary name
+  and renamed when whole, with the metadata file (its name and the version
+  rule are the client's, :mod:`bert_tf.export.client`, so reader and writer
+  agree); :func:`write_export` / :func:`write_module`: a SavedModel with
+  warm-up requests through it.
 """
 
 import json
 import os
+import re
 from typing import Callable, Dict, List, Optional, Tuple
 
 import tensorflow as tf
 
+from bert_tf import errors
 from bert_tf import io_utils
 from bert_tf.modeling import layers as bert_layers
 from bert_tf.export import client
@@ -140,6 +144,73 @@ def signature_summary(saved_model_dir: str) -> Dict[str, Dict[str, List[str]]]:
           if not name.startswith("__")}
 
 
+class ExportDirError(errors.BertTfError, ValueError):
+  """An export directory that holds something besides model versions."""
+
+
+# Leftovers of io_utils.atomic_directory killed mid-write: ".<version>.<random>.tmp".
+_TEMP_VERSION = re.compile(r"^\.\d+\..*\.tmp$")
+
+
+def check_export_dir(export_dir: str) -> None:
+  """Refuses an ``export_dir`` that holds anything but version directories.
+
+  TF Serving serves the highest numeric folder of its ``model_base_path``
+  and ignores the rest; a directory that holds other files is most likely
+  not an export directory (a run directory, a data folder), and a version
+  written there would be served from the wrong place.
+
+  Raises:
+    ExportDirError: an entry other than a numeric directory (or a
+      temporary directory of an interrupted export), naming it.
+  """
+  if not os.path.isdir(export_dir):
+    return
+  versions = set(map(str, client.version_numbers(export_dir)))
+  others = sorted(e for e in os.listdir(export_dir)
+                  if e not in versions and not _TEMP_VERSION.match(e))
+  if others:
+    raise ExportDirError(
+        "%s holds %s%s besides model versions: an export directory holds only "
+        "numbered versions (TF Serving's model_base_path); pass an empty or new "
+        "directory" % (export_dir, others[0], " and %d more" % (len(others) - 1)
+                       if len(others) > 1 else ""), argument="export_dir")
+
+
+def write_module(module: tf.Module, export_dir: str, version: Optional[int] = None) -> str:
+  """Writes a serving module (:class:`bert_tf.export.serving.ServingModule`)
+  as a SavedModel: its signatures, metadata and warm-up requests
+  (:func:`write_export`); returns the version path."""
+  return write_export(module, module.signatures(), export_dir, version,
+                      module.metadata(), module.warmup_requests())
+
+
+def write_version(export_dir: str, version: Optional[int],
+                  fill: Callable[[str], dict], metadata: dict) -> str:
+  """Writes ``export_dir/<version>/`` whole or not at all; returns its path.
+
+  The one versioned, atomic writer of every format: ``fill(directory)``
+  writes the format's files into a temporary directory and returns
+  metadata of its own (merged over ``metadata``); the metadata file goes to
+  ``assets.extra/`` (:data:`METADATA_FILE`); the directory is renamed to the
+  version when whole (a killed export leaves no version).
+
+  Raises:
+    FileExistsError: that version already exists.
+    ExportDirError: ``export_dir`` holds something besides versions.
+  """
+  check_export_dir(export_dir)
+  version = next_version(export_dir) if version is None else int(version)
+  final = os.path.join(export_dir, str(version))
+  with io_utils.atomic_directory(final) as tmp:
+    metadata = dict(metadata, **(fill(tmp) or {}))
+    extra = os.path.join(tmp, client.ASSETS_EXTRA)
+    os.makedirs(extra, exist_ok=True)
+    with open(os.path.join(extra, METADATA_FILE), "w", encoding="utf-8") as f:
+      json.dump(metadata, f, indent=2)
+  return final
+
+
 def write_export(module: tf.Module, signatures: Dict[str, Callable], export_dir: str,
                  version: Optional[int], metadata: dict, requests: list) -> str:
   """Saves ``module`` with ``signatures`` + warm-up + metadata; returns the path.
@@ -152,19 +223,17 @@ def write_export(module: tf.Module, signatures: Dict[str, Callable], export_dir:
 
   Raises:
     FileExistsError: that version already exists.
+    ExportDirError: ``export_dir`` holds something besides versions.
   """
-  version = next_version(export_dir) if version is None else int(version)
-  final = os.path.join(export_dir, str(version))
   import tensorflow_text  # pylint: disable=g-import-not-at-top
-  with io_utils.atomic_directory(final) as tmp:
+
+  def fill(tmp):
     tf.saved_model.save(module, tmp, signatures=signatures)
     extra = os.path.join(tmp, client.ASSETS_EXTRA)
     os.makedirs(extra, exist_ok=True)
-    n = warmup.write_warmup_requests(os.path.join(extra, warmup.WARMUP_FILE),
-                                     requests)
+    n = warmup.write_warmup_requests(os.path.join(extra, warmup.WARMUP_FILE), requests)
     report = serving_ops.custom_ops_report(tmp)
-    metadata = dict(metadata)
-    metadata.update({
+    return {
         "signatures": signature_summary(tmp),
         "custom_ops": report["ops"],
         "op_libraries": report["libraries"],
@@ -175,9 +244,5 @@ def write_export(module: tf.Module, signatures: Dict[str, Callable], export_dir:
         "requires": "import tensorflow_text (tensorflow-text %s ops), or "
                     "TF_LoadLibrary of op_libraries, or TF Serving >= %s" % (
                         tensorflow_text.__version__, report["min_tf_serving"]),
-    })
-    with open(os.path.join(extra, METADATA_FILE), "w", encoding="utf-8") as f:
-      json.dump(metadata, f, indent=2)
-  return final
-
-
+    }
+  return write_version(export_dir, version, fill, metadata)

@@ -42,56 +42,79 @@ import tensorflow as tf
 from bert_tf import preprocessing
 from bert_tf import tokenization
 from bert_tf.export import base
-from bert_tf.export import saved_model
+from bert_tf.export import serving
+from bert_tf.export import spec as spec_lib
 
 
-class AllLayersServingModule(tf.Module):
-  """:class:`BertPreprocessor` + :class:`BertEncoder`, every layer's output.
+class FeaturesServing(serving.ServingModule):
+  """Preprocessor + :class:`BertEncoder`, every layer's output (kind
+  ``features``; see the module doc).
 
   Args:
     encoder: a built :class:`bert_tf.modeling.BertEncoder` with its weights.
     preprocessor: a :class:`bert_tf.preprocessing.BertPreprocessor` of the
       model's vocab.
+    spec: a ``features`` :class:`ServingSpec`.
+    ops: the format's ops (default the SavedModel's).
 
   Attributes:
     serve, serve_pair: the ``serving_default`` and ``pair`` tf.functions
       (outputs: see the module doc).
+
+  Raises:
+    ValueError: ``max_seq_length`` above ``max_position_embeddings``.
   """
 
-  def __init__(self, encoder, preprocessor: "preprocessing.BertPreprocessor"):
-    super().__init__(name="bert_all_layers_serving")
-    base.track_tf_variables(self, encoder)
-    self.preprocessor = preprocessor
-    vocab = tokenization.load_vocab(preprocessor.vocab_file)
-    words = [""] * len(vocab)
-    for word, index in vocab.items():
-      words[index] = word
-    self.vocab = tf.Variable(words, trainable=False, dtype=tf.string, name="vocab")
-    spec = lambda n: tf.TensorSpec([None], tf.string, name=n)
-    self.serve = tf.function(
-        lambda text_a: self.predict(base.as_batch(text_a)),
-        autograph=False, input_signature=[spec("text_a")])
-    self.serve_pair = tf.function(
-        lambda text_a, text_b: self.predict(*base.check_same_batch(text_a, text_b)),
-        autograph=False, input_signature=[spec("text_a"), spec("text_b")])
+  kind = "features"
+
+  def __init__(self, encoder, preprocessor, spec: spec_lib.ServingSpec, ops=None):
+    config = encoder.config
+    if spec.max_seq_length > config.max_position_embeddings:
+      raise ValueError("max_seq_length %d exceeds max_position_embeddings %d" % (
+          spec.max_seq_length, config.max_position_embeddings))
+    super().__init__(encoder, preprocessor, spec, ops)
 
   @property
   def encoder(self):
-    return self._layer.obj
+    return self.model
+
+  def build_signatures(self):
+    if getattr(self.ops, "string_tables", True):
+      vocab = tokenization.load_vocab(self.preprocessor.vocab_file)
+      words = [""] * len(vocab)
+      for word, index in vocab.items():
+        words[index] = word
+      self.vocab = tf.Variable(words, trainable=False, dtype=tf.string, name="vocab")
+    single = self.text_function(lambda t: self.predict(t), ["text_a"])  # pylint: disable=unnecessary-lambda
+    return single, self.text_function(self.predict, ["text_a", "text_b"])
 
   def predict(self, text_a: tf.Tensor, text_b: Optional[tf.Tensor] = None) -> dict:
-    """The serving computation on string [B] batches; returns the output dict."""
-    features = preprocessing.trim_to_longest(self.preprocessor(text_a, text_b))
-    out = base.serving_call(self, features)
+    """The serving computation on string [B] batches; returns the output dict
+    (``tokens`` where the format has string tables)."""
+    features = self.ops.pack([text_a] if text_b is None else [text_a, text_b])
+    out = self.ops.encoder_outputs(self, features)
     mask = features["input_mask"]
     ids = features["input_ids"]
-    tokens = tf.where(mask > 0, tf.gather(self.vocab, ids), tf.constant(""))
-    return {
+    result = {
         "encoder_outputs": tf.cast(tf.stack(out["encoder_outputs"], axis=1), tf.float32),
         "sequence_output": tf.cast(out["sequence_output"], tf.float32),
         "pooled_output": tf.cast(out["pooled_output"], tf.float32),
         "input_mask": mask, "input_ids": tf.identity(ids),
-        "segment_ids": features["segment_ids"], "tokens": tokens}
+        "segment_ids": features["segment_ids"]}
+    if hasattr(self, "vocab"):
+      result["tokens"] = tf.where(mask > 0, tf.gather(self.vocab, ids), tf.constant(""))
+    return result
+
+  def metadata(self) -> dict:
+    config = self.encoder.config
+    out = super().metadata()
+    out.update(num_hidden_layers=config.num_hidden_layers, hidden_size=config.hidden_size)
+    return out
+
+  def warmup_requests(self):
+    sentences = list(serving.WARMUP_SENTENCES)
+    return [("serving_default", {"text_a": sentences}),
+            ("pair", {"text_a": sentences, "text_b": list(serving.WARMUP_REPLIES)})]
 
 
 def export_encoder_all_layers(encoder, export_dir: str, vocab_file: Optional[str] = None,
@@ -128,22 +151,7 @@ def export_encoder_all_layers(encoder, export_dir: str, vocab_file: Optional[str
     preprocessor = preprocessing.BertPreprocessor(
         vocab_file, do_lower_case, max_seq_length,
         preserve_unused_tokens=preserve_unused_tokens)
-  config = encoder.config
-  if preprocessor.max_seq_length > config.max_position_embeddings:
-    raise ValueError("max_seq_length %d exceeds max_position_embeddings %d" % (
-        preprocessor.max_seq_length, config.max_position_embeddings))
-  module = AllLayersServingModule(encoder, preprocessor)
-  signatures = {"serving_default": module.serve, "pair": module.serve_pair}
-  metadata = {"export": "encoder_all_layers", "task": None, "labels": None,
-              "is_pair": None, "inputs": {"serving_default": ["text_a"],
-                                          "pair": ["text_a", "text_b"]},
-              "max_seq_length": preprocessor.max_seq_length,
-              "do_lower_case": preprocessor.do_lower_case,
-              "preserve_unused_tokens": preprocessor.preserve_unused_tokens,
-              "num_hidden_layers": config.num_hidden_layers,
-              "hidden_size": config.hidden_size}
-  sentences = list(saved_model.WARMUP_SENTENCES)
-  requests = [("serving_default", {"text_a": sentences}),
-              ("pair", {"text_a": sentences, "text_b": list(saved_model.WARMUP_REPLIES)})]
-  return base.write_export(module, signatures, export_dir, version,
-                                   metadata, requests)
+  spec = spec_lib.ServingSpec.create(
+      "features", preprocessor.max_seq_length, do_lower_case=preprocessor.do_lower_case,
+      preserve_unused_tokens=preprocessor.preserve_unused_tokens)
+  return base.write_module(FeaturesServing(encoder, preprocessor, spec), export_dir, version)

@@ -37,9 +37,11 @@ The same per-kind exporter serves every caller: :func:`export_model`
 (``exporter(model, output_dir, export_dir) -> path``, the hook that
 ``bert_tf.jobs`` calls with the in-memory model of a live run or a search's
 best trial: the run's files via :func:`read_run`, the model as given) and
-:func:`export_run` (a re-export of :func:`load_run`'s rebuilt model). The
-format is a writer in :data:`FORMATS` (``saved_model``: :func:`write_saved_model`);
-another format is one module and one entry there.
+:func:`export_run` (a re-export of :func:`load_run`'s rebuilt model). A run
+carries the :class:`bert_tf.export.spec.ServingSpec` of its own kind, read
+once from its settings file; the kinds, their settings files, model classes
+and exports are :mod:`bert_tf.task_kinds`' records, and the format is one of
+:data:`bert_tf.export.formats.FORMATS`.
 
 :func:`load_fine_tuned` is the classifier-only reader kept for its callers.
 ``tools/export_saved_model.py`` is the command line.
@@ -49,25 +51,19 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Callable, Dict, List, Optional
+from typing import List, Optional
 
 import tensorflow as tf
 
+from bert_tf import checkpoints
 from bert_tf import config as config_lib
 from bert_tf import errors
 from bert_tf import io_utils
 from bert_tf import preprocessing
 from bert_tf import run_dir
 from bert_tf import task_kinds
-from bert_tf.modeling import encoder as encoder_lib
-from bert_tf.modeling import models
-from bert_tf.modeling import multiple_choice as multiple_choice_model
-from bert_tf.modeling import tagging as tagging_model
-from bert_tf.export import features as features_export
-from bert_tf.export import multiple_choice as multiple_choice_export
-from bert_tf.export import saved_model
-from bert_tf.export import squad as squad_export
-from bert_tf.export import tagging as tagging_export
+from bert_tf.export import formats
+from bert_tf.export import spec as spec_lib
 
 RUN_CONFIG = run_dir.CLASSIFIER_CONFIG
 BEST_DIR = run_dir.BEST_DIR
@@ -75,16 +71,23 @@ BEST_DIR = run_dir.BEST_DIR
 FineTunedDirError = errors.FineTunedDirError  # re-exported; defined in bert_tf.errors
 
 PRETRAINING = run_dir.PRETRAINING
-# What each kind of run can export; the first is the default.
-EXPORTS = {
-    "classifier": ("classifier", "preprocessor", "encoder", "features"),
-    "squad": ("squad", "preprocessor", "encoder", "features"),
-    "ner": ("ner", "preprocessor", "encoder", "features"),
-    "swag": ("swag", "preprocessor", "encoder", "features"),
-    PRETRAINING: ("encoder", "features", "preprocessor"),
-}
-WHATS = ("classifier", "squad", "ner", "swag", "preprocessor", "encoder", "features")
 DEFAULT_PRETRAINING_SEQ = 128
+
+
+def exports(kind: str) -> tuple:
+  """What a run (or preset) of ``kind`` exports, its default first (the
+  kind's record)."""
+  return task_kinds.get(kind).exports
+
+
+def whats() -> List[str]:
+  """Every ``--what``: the kinds with a serving module."""
+  return task_kinds.names(lambda k: bool(k.serving))
+
+
+# Kept for callers that read the tables (each a view of the records).
+EXPORTS = {k: exports(k) for k in task_kinds.names(lambda k: bool(k.exports))}
+WHATS = tuple(whats())
 
 
 @dataclasses.dataclass
@@ -109,13 +112,15 @@ class FineTuned:
 
 @dataclasses.dataclass
 class RunDir:
-  """A restored run directory of any kind (:func:`load_run`).
+  """A restored run directory (or preset) of any kind (:func:`load_run`,
+  :func:`bert_tf.export.from_preset.load_preset`).
 
   Attributes:
-    output_dir: the run directory.
-    kind: ``classifier``, ``squad``, ``ner``, ``swag`` or ``pretraining``.
+    output_dir: the run directory (or the preset).
+    kind: a task kind name: ``classifier``, ``squad``, ``ner``, ``swag`` or
+      ``pretraining``.
     config: the run's :class:`bert_tf.config.BertConfig`.
-    run_config: the run config file's dict (empty for pretraining).
+    run_config: the settings file's dict (empty for pretraining).
     model: the run's fine-tuned Keras model with the checkpoint's weights
       (None for pretraining).
     encoder: its :class:`bert_tf.modeling.BertEncoder` (for pretraining the
@@ -125,6 +130,8 @@ class RunDir:
     do_lower_case, preserve_unused_tokens: the tokenizer's settings.
     max_seq_length: tokens per input (the run's, unless overridden).
     checkpoint: the checkpoint prefix read.
+    spec: the :class:`ServingSpec` of the run's own export (None for a
+      pretraining run, which has no head).
   """
   output_dir: str
   kind: str
@@ -136,7 +143,8 @@ class RunDir:
   do_lower_case: bool
   preserve_unused_tokens: bool
   max_seq_length: int
-  checkpoint: str
+  checkpoint: Optional[str]
+  spec: Optional[spec_lib.ServingSpec] = None
 
   @property
   def task_name(self) -> str:
@@ -148,6 +156,15 @@ class RunDir:
     """The tool that writes runs of this kind (for messages)."""
     return task_kinds.get(self.kind).tool or "run_pretraining.py"
 
+  def export_spec(self, what: str) -> spec_lib.ServingSpec:
+    """The :class:`ServingSpec` of export ``what`` of this run: the run's
+    own (its settings), or an encoder-level one (``preprocessor``,
+    ``encoder``, ``features``) with the run's tokenizer and length."""
+    if what == self.kind and self.spec is not None:
+      return self.spec
+    return spec_lib.ServingSpec.create(
+        what, self.max_seq_length, do_lower_case=self.do_lower_case,
+        preserve_unused_tokens=self.preserve_unused_tokens)
 
 def run_kind(output_dir: str) -> str:
   """What kind of run ``output_dir`` holds, from its own files.
@@ -190,14 +207,17 @@ def _checkpoint(output_dir: str, checkpoint: Optional[str]) -> str:
 
 
 def _restore(ckpt: str, what: str, **objects) -> None:
-  """Reads ``objects`` from ``ckpt``; every variable must be found."""
+  """Reads ``objects`` from ``ckpt``; every variable must be found
+  (:func:`bert_tf.checkpoints.restore_object_checkpoint`: a cut file is
+  told from a checkpoint that does not fit)."""
   try:
-    status = tf.train.Checkpoint(**objects).read(ckpt)
-    status.expect_partial()
-    status.assert_existing_objects_matched()
-  except (ValueError, AssertionError, tf.errors.OpError) as e:
+    checkpoints.restore_object_checkpoint(ckpt, what, **objects)
+  except errors.CorruptCheckpointError:
+    raise
+  except errors.CheckpointError as e:
+    cause = e.__cause__ or e.__context__ or e
     raise FineTunedDirError("checkpoint %s does not fit %s: %s" % (
-        ckpt, what, str(e).splitlines()[0][:300])) from e
+        ckpt, what, errors.first_line(cause)[:300])) from None
 
 
 def _task_shape(run, path):
@@ -279,9 +299,16 @@ def read_run(output_dir: str, max_seq_length: Optional[int] = None,
   if kind == "classifier":
     is_pair, is_regression = _task_shape(run_config, path)
     run_config = dict(run_config, is_pair=is_pair, is_regression=is_regression)
-  return RunDir(output_dir, kind, config, run_config, None, None, own_vocab,
-                bool(run_config.get("do_lower_case", True)),
-                bool(run_config.get("preserve_unused_tokens", False)), seq, None)
+  if kind in ("classifier", "ner") and not run_config.get("is_regression"):
+    _labels(run_config, path)
+  lower = bool(run_config.get("do_lower_case", True))
+  unused = bool(run_config.get("preserve_unused_tokens", False))
+  try:
+    spec = spec_lib.ServingSpec.from_run_config(kind, run_config, seq, lower, unused)
+  except spec_lib.SpecError as e:
+    raise FineTunedDirError("%s: %s" % (path, e)) from None
+  return RunDir(output_dir, kind, config, run_config, None, None, own_vocab, lower,
+                unused, seq, None, spec)
 
 
 def load_run(output_dir: str, checkpoint: Optional[str] = None,
@@ -316,7 +343,7 @@ def load_run(output_dir: str, checkpoint: Optional[str] = None,
   ckpt = _checkpoint(output_dir, checkpoint)  # no checkpoint: said before the rest
   run = read_run(output_dir, max_seq_length, vocab_file, do_lower_case)
   if run.kind == PRETRAINING:
-    encoder = encoder_lib.BertEncoder(run.config, name="bert")
+    encoder = task_kinds.get("encoder").attribute("model_class")(run.config, name="bert")
     _restore(ckpt, "the encoder of %s (bert_config.json)" % output_dir, encoder=encoder)
     return dataclasses.replace(run, encoder=encoder, checkpoint=ckpt)
   model = _build_model(run)
@@ -326,7 +353,13 @@ def load_run(output_dir: str, checkpoint: Optional[str] = None,
 
 
 def _build_model(run: RunDir):
-  """The fine-tuned Keras model a run of ``run.kind`` trains (fresh weights)."""
+  """The fine-tuned Keras model a run of ``run.kind`` trains (fresh weights):
+  the kind's model class built from the run's settings."""
+  cls = task_kinds.get(run.kind).attribute("model_class")
+  if hasattr(cls, "from_run_settings"):
+    return cls.from_run_settings(run.config, run.run_config)
+  # LEAD-TODO: remove once the task-model base (from_run_settings) lands.
+  from bert_tf.modeling import models, tagging as tagging_model, multiple_choice  # pylint: disable=g-import-not-at-top
   path = os.path.join(run.output_dir, task_kinds.get(run.kind).settings_file)
   if run.kind == "classifier":
     num = 1 if run.run_config["is_regression"] else len(_labels(run.run_config, path))
@@ -335,7 +368,7 @@ def _build_model(run: RunDir):
     return models.build_question_answerer(run.config)
   if run.kind == "ner":
     return tagging_model.BertTokenClassifier(run.config, len(_labels(run.run_config, path)))
-  return multiple_choice_model.build_multiple_choice(run.config)
+  return multiple_choice.build_multiple_choice(run.config)
 
 
 def with_model(run: RunDir, model) -> RunDir:
@@ -363,68 +396,6 @@ def run_preprocessor(run: RunDir) -> preprocessing.BertPreprocessor:
                                         run.max_seq_length, **kwargs)
 
 
-def write_saved_model(run: RunDir, what: str, export_dir: str,
-                      version: Optional[int] = None, xla: bool = False,
-                      dtype: str = "float32") -> str:
-  """The ``saved_model`` format: ``export_dir/<version>/`` of ``what`` for ``run``.
-
-  Args:
-    run: a :class:`RunDir` holding its model (:func:`load_run`, :func:`with_model`).
-    what: one of :data:`EXPORTS` ``[run.kind]`` (checked by :func:`export_run`).
-    export_dir, version, xla, dtype: see :func:`export_run`.
-
-  Returns:
-    the path of the version directory.
-  """
-  cfg = run.run_config
-  if what == "encoder":
-    return saved_model.export_encoder(run.encoder, export_dir, version,
-                                      run.max_seq_length)
-  pre = run_preprocessor(run)
-  if what == "preprocessor":
-    return saved_model.export_preprocessor(pre, export_dir, version)
-  if what == "features":
-    return features_export.export_encoder_all_layers(run.encoder, export_dir,
-                                                     version=version, preprocessor=pre)
-  if what == "classifier":
-    labels = None if cfg["is_regression"] else _labels(cfg, run.output_dir)
-    return saved_model.export_classifier(
-        run.model, pre, labels, export_dir, run.task_name, cfg["is_pair"], version,
-        is_regression=cfg["is_regression"], xla=xla, dtype=dtype,
-        multi_label=bool(cfg.get("multi_label")))
-  if what == "squad":
-    settings = {k: cfg[k] for k in SQUAD_SETTINGS if k in cfg}
-    return squad_export.export_squad(
-        run.model, run.vocab_file, run.do_lower_case, export_dir,
-        max_seq_length=run.max_seq_length, version=version, **settings)
-  if what == "ner":
-    return tagging_export.export_tagger(
-        run.model, pre, _labels(cfg, run.output_dir), export_dir,
-        doc_stride=int(cfg.get("doc_stride", 64)), version=version)
-  return multiple_choice_export.export_multiple_choice(
-      run.model, pre, export_dir, int(cfg.get("num_choices") or 4), version)
-
-
-# squad_config.json's settings that export_squad takes as they are.
-SQUAD_SETTINGS = ("doc_stride", "max_query_length", "max_answer_length",
-                  "version_2_with_negative", "null_score_diff_threshold", "n_best_size",
-                  "preserve_unused_tokens")
-
-# Export format -> its writer ``(run, what, export_dir, version=, xla=, dtype=)
-# -> path``. A new format (LiteRT, a transformers directory) is one module
-# with such a writer and one entry here.
-def _write_litert(run: RunDir, what: str, export_dir: str, **options) -> str:
-  """The ``litert`` format (:func:`bert_tf.export.litert.write_litert`;
-  imported on use: it needs ``tf.lite`` and tensorflow-text's kernels)."""
-  from bert_tf.export import litert  # pylint: disable=g-import-not-at-top
-  pre = None if what == "encoder" else run_preprocessor(run)
-  return litert.write_litert(run, what, export_dir, preprocessor=pre, **options)
-
-
-FORMATS: Dict[str, Callable[..., str]] = {"saved_model": write_saved_model,
-                                          "litert": _write_litert}
-
-
 def export_run(run: RunDir, what: Optional[str], export_dir: str,
                version: Optional[int] = None, xla: bool = False,
                dtype: str = "float32", *, format: str = "saved_model",  # pylint: disable=redefined-builtin
@@ -432,17 +403,18 @@ def export_run(run: RunDir, what: Optional[str], export_dir: str,
   """Writes ``export_dir/<version>/`` for ``run``; returns its path.
 
   Args:
-    run: :func:`load_run`'s result (or :func:`with_model`'s).
-    what: one of :data:`WHATS` that fits the run (:data:`EXPORTS`), or None
-      for the run's own model (a pretraining run: ``encoder``).
+    run: :func:`load_run`'s result (or :func:`with_model`'s, or a preset's).
+    what: a kind the run exports (:func:`exports`), or None for the run's
+      own model (a pretraining run: ``encoder``).
     export_dir: the model's base directory (TF Serving ``model_base_path``).
     version: integer version; default the next free one.
-    xla: a classifier export whose model body is XLA-compiled on bucketed
-      shapes (:class:`bert_tf.export.saved_model.ClassifierServingModule`).
-    dtype: a classifier export's compute dtype, ``float32`` (default) or
-      ``bfloat16`` (same class).
-    format: one of :data:`FORMATS` (``saved_model``; ``litert``:
-      ``model.tflite`` with the tokenizer inside, :mod:`bert_tf.export.litert`).
+    xla: a classifier SavedModel whose model body is XLA-compiled on
+      bucketed shapes (:class:`bert_tf.export.serving.GraphOps`).
+    dtype: a classifier SavedModel's compute dtype, ``float32`` (default)
+      or ``bfloat16``.
+    format: one of :data:`bert_tf.export.formats.FORMATS` (``saved_model``;
+      ``litert``: ``model.tflite`` with the tokenizer inside,
+      :mod:`bert_tf.export.litert`).
     quantize: the ``litert`` format's weights: ``none``, ``dynamic_int8``,
       ``float16``.
 
@@ -452,41 +424,24 @@ def export_run(run: RunDir, what: Optional[str], export_dir: str,
 
   Raises:
     FineTunedDirError: ``what`` does not fit the run, a pretraining run's
-      ``preprocessor`` / ``features`` without a vocab, ``xla`` or a
-      ``dtype`` other than float32 for an export other than ``classifier``,
-      an unknown ``dtype`` or ``format``.
-    FileExistsError: that version already exists.
+      ``preprocessor`` / ``features`` without a vocab; FormatError (a
+      FineTunedDirError): an option the format or the kind does not take
+      (before any work). FileExistsError: that version already exists.
     ValueError / bert_tf.errors.BertTfError: the exporter's checks (lengths).
   """
-  if format not in FORMATS:
-    raise FineTunedDirError("format %r: one of %s" % (format, ", ".join(sorted(FORMATS))),
-                            argument="format")
-  allowed = EXPORTS[run.kind]
+  formats.get(format)
+  allowed = exports(run.kind)
   what = what or allowed[0]
   if what not in allowed:
     raise FineTunedDirError(
         "--what=%s: %s is a %s run; it exports as %s" % (
             what, run.output_dir, run.tool, ", ".join(allowed)), argument="what")
-  if xla and what != "classifier":
-    raise FineTunedDirError("--xla: only the classifier export has an XLA-compiled "
-                            "body (this is --what=%s)" % what, argument="xla")
-  if dtype not in saved_model.SERVING_DTYPES:
-    raise FineTunedDirError("--serving_dtype=%s: one of %s" % (
-        dtype, ", ".join(saved_model.SERVING_DTYPES)), argument="serving_dtype")
-  if format == "litert":
-    from bert_tf.export import litert  # pylint: disable=g-import-not-at-top
-    litert.check_options(what, quantize)
-  if dtype != "float32" and what != "classifier":
-    raise FineTunedDirError("--serving_dtype=%s: only the classifier export serves in "
-                            "another dtype (this is --what=%s)" % (dtype, what),
-                            argument="serving_dtype")
-  if format == "litert":
-    return FORMATS[format](run, what, export_dir, version=version, xla=xla, dtype=dtype,
-                           quantize=quantize)
-  if quantize != "none":
-    raise FineTunedDirError("--quantize=%s: only --format=litert quantizes" % quantize,
-                            argument="quantize")
-  return FORMATS[format](run, what, export_dir, version=version, xla=xla, dtype=dtype)
+  formats.check(format, what, xla=xla, dtype=dtype, quantize=quantize)
+  serves = task_kinds.get(what).serves
+  pre = None if what == "encoder" else run_preprocessor(run)
+  model = {"model": run.model, "encoder": run.encoder, "text": None}[serves]
+  return formats.write(format, run.export_spec(what), model, pre, export_dir, version,
+                       xla=xla, dtype=dtype, quantize=quantize)
 
 
 def export_model(model, output_dir: str, export_dir: str, *,
@@ -508,7 +463,7 @@ def export_model(model, output_dir: str, export_dir: str, *,
     output_dir: the run directory (its kind from
       :func:`bert_tf.run_dir.run_kinds`, else :data:`PRETRAINING`).
     export_dir: the export base directory; writes ``export_dir/<next version>/``.
-    format: one of :data:`FORMATS`.
+    format: one of :data:`bert_tf.export.formats.FORMATS`.
 
   Returns:
     the written version path.

@@ -22,16 +22,15 @@ from typing import Optional
 from bert_tf import convert
 from bert_tf import errors
 from bert_tf import huggingface
+from bert_tf import task_kinds
 from bert_tf.export import fine_tuned
-from bert_tf.modeling import encoder as encoder_lib
-from bert_tf.modeling import models
-from bert_tf.modeling import multiple_choice
+from bert_tf.export import spec as spec_lib
 from bert_tf.modeling import presets
-from bert_tf.modeling import tagging
 
-# --task names -> the run kinds of bert_tf.export.fine_tuned.
-TASKS = {"classifier": "classifier", "squad": "squad", "ner": "ner", "swag": "swag",
-         "encoder": fine_tuned.PRETRAINING}
+# --task names -> the run kinds of bert_tf.export.fine_tuned: every
+# fine-tuning kind, and the encoder (a pretraining run's export).
+TASKS = dict({k.name: k.name for k in task_kinds.fine_tuning_kinds()},
+             encoder=fine_tuned.PRETRAINING)
 # The original run_squad.py's --max_seq_length default.
 SQUAD_SEQ = 384
 
@@ -58,7 +57,7 @@ def _vocab_file(pre) -> str:
 
 def load_preset(preset: str, task: Optional[str] = None,
                 max_seq_length: Optional[int] = None, is_pair: bool = False,
-                num_choices: int = 4) -> fine_tuned.RunDir:
+                num_choices: Optional[int] = None) -> fine_tuned.RunDir:
   """A preset's model and tokenizer as a :class:`~bert_tf.export.fine_tuned.RunDir`.
 
   Args:
@@ -68,10 +67,13 @@ def load_preset(preset: str, task: Optional[str] = None,
     max_seq_length: tokens per input (3 .. ``max_position_embeddings``);
       default the preset's (128, or 384 for SQuAD, capped at the model's).
     is_pair: a classifier's export takes ``text_a``, ``text_b`` pairs.
-    num_choices: a multiple-choice export's choices per example.
+    num_choices: a multiple-choice export's choices per example (default
+      :data:`bert_tf.export.spec.DEFAULTS`).
 
   Returns:
-    the run, model and encoder loaded (``checkpoint`` is the preset).
+    the run, model and encoder loaded (``checkpoint`` is the preset), with
+    the :class:`ServingSpec` of its own export from the model (labels,
+    problem type) and the preprocessor (length, casing).
 
   Raises:
     FineTunedDirError: the task cannot be told (pass ``--task``), an
@@ -96,7 +98,7 @@ def _load_preset(preset, task, max_seq_length, is_pair, num_choices):
                  "settings file); pass --task=%s" % (preset, "|".join(TASKS)), argument="task")
   config = loader.config()
   if kind == fine_tuned.PRETRAINING:
-    encoder = encoder_lib.BertEncoder.from_preset(preset)
+    encoder = task_kinds.get("encoder").attribute("model_class").from_preset(preset)
     vocab = loader.vocab_file()
     seq = max_seq_length or loader.max_seq_length()
     loader.check_max_seq_length(seq)
@@ -105,27 +107,17 @@ def _load_preset(preset, task, max_seq_length, is_pair, num_choices):
                              loader.do_lower_case(), loader.preserve_unused_tokens(), seq, preset)
   if kind == "squad" and max_seq_length is None:
     max_seq_length = min(SQUAD_SEQ, config.max_position_embeddings)
-  cls = {"classifier": models.BertClassifier, "squad": models.BertQuestionAnswerer,
-         "ner": tagging.BertTokenClassifier, "swag": multiple_choice.BertMultipleChoice}[kind]
+  cls = task_kinds.get(kind).attribute("model_class")
   model = cls.from_preset(preset, preprocessor=True, max_seq_length=max_seq_length)
   pre = model.preprocessor.bert_preprocessor
   name = preset.rstrip("/").rsplit("/", 1)[-1]
+  try:
+    spec = spec_lib.ServingSpec.from_model(kind, model, pre, task_name=name,
+                                           is_pair=is_pair, num_choices=num_choices)
+  except spec_lib.SpecError as e:
+    raise _error("%s: %s" % (preset, e)) from None
   run_config = {"task_name": name, "max_seq_length": pre.max_seq_length,
                 "do_lower_case": pre.do_lower_case}
-  if kind == "classifier":
-    regression = model.problem_type == "regression"
-    run_config.update(is_pair=bool(is_pair), is_regression=regression,
-                      multi_label=model.problem_type == "multi_label_classification",
-                      labels=None if regression else (
-                          model.label_names or [str(i) for i in range(model.num_labels)]))
-  elif kind == "ner":
-    if not model.label_names:
-      raise _error("%s: the token classifier names no tags (id2label); the tagger "
-                   "export needs BIO tag names" % preset)
-    run_config["labels"] = model.label_names
-  elif kind == "swag":
-    run_config["num_choices"] = int(num_choices)
   return fine_tuned.RunDir(preset, kind, config, run_config, model, model.encoder,
                            _vocab_file(pre), pre.do_lower_case, pre.preserve_unused_tokens,
-                           pre.max_seq_length, preset)
-
+                           pre.max_seq_length, preset, spec)

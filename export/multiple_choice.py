@@ -45,74 +45,82 @@ import tensorflow as tf
 
 from bert_tf import preprocessing
 from bert_tf.export import base
-from bert_tf.modeling import multiple_choice
+from bert_tf.export import serving
+from bert_tf.export import spec as spec_lib
 
 WARMUP_CONTEXTS = ("The most reasonable step of 'Bake Bread' is", "")
 WARMUP_ENDINGS = (("Knead the dough", "Paint the fence", "Wash the car", ""),
                   ("", "yes", "Mix flour and water. " * 40, "no"))
 
 
-class MultipleChoiceServingModule(tf.Module):
-  """Preprocessor + :class:`BertMultipleChoice` behind a string signature.
+class MultipleChoiceServing(serving.ServingModule):
+  """Preprocessor + :class:`BertMultipleChoice` behind a string signature
+  (kind ``swag``; see the module doc).
 
   Args:
     model: a built :class:`bert_tf.modeling.multiple_choice.BertMultipleChoice`.
     preprocessor: the :class:`bert_tf.preprocessing.BertPreprocessor` used
       to fine-tune it.
-    num_choices: N, the number of endings per context.
+    spec: a ``swag`` :class:`ServingSpec` (``num_choices`` N).
+    ops: the format's ops (default the SavedModel's).
 
   Raises:
-    ValueError: ``num_choices`` < 1.
+    SpecError: a model that is not a multiple-choice model.
 
   Example::
 
-    module = MultipleChoiceServingModule(model, task.preprocessor, 4)
+    spec = ServingSpec.create("swag", 128, num_choices=4)
+    module = MultipleChoiceServing(model, task.preprocessor, spec)
     out = module.serve(tf.constant(["He opens the door."]),
                        tf.constant([["and walks in.", "a", "b", "c"]]))
   """
 
-  def __init__(self, model, preprocessor: preprocessing.BertPreprocessor,
-               num_choices: int = 4):
-    super().__init__(name="bert_multiple_choice_serving")
-    if int(num_choices) < 1:
-      raise ValueError("num_choices must be at least 1, got %r" % (num_choices,))
-    base.track_tf_variables(self, model)
-    self.preprocessor = preprocessor
-    self.num_choices = int(num_choices)
-    self.serve = tf.function(self._serve, autograph=False, input_signature=[
-        tf.TensorSpec([None], tf.string, name="context"),
-        tf.TensorSpec([None, None], tf.string, name="endings")])
+  kind = "swag"
+
+  def __init__(self, model, preprocessor, spec: spec_lib.ServingSpec, ops=None):
+    if not hasattr(model, "classifier") or getattr(model.classifier, "num_outputs", 1) != 1:
+      raise spec_lib.SpecError("the model is not a BertMultipleChoice (one score per "
+                               "choice)", argument="what")
+    super().__init__(model, preprocessor, spec, ops)
 
   @property
-  def model(self):
-    return self._layer.obj
+  def num_choices(self) -> int:
+    return int(self.spec.num_choices)
+
+  def build_signatures(self):
+    n = self.num_choices if getattr(self.ops, "fixed_shapes", False) else None
+    return tf.function(self._serve, autograph=False, input_signature=[
+        self.ops.string_spec("context"),
+        tf.TensorSpec([None, n], tf.string, name="endings")]), None
 
   def predict(self, context, endings):
     """The serving computation on ``context`` [B] and ``endings`` [B, N]
     (already flattened / shaped); returns the signature's output dict."""
-    features = multiple_choice.choice_features(self.preprocessor, context, endings)
-    logits = tf.cast(base.serving_call(self, features), tf.float32)
+    features = self.ops.choice_features(context, endings, self.num_choices)
+    logits = self.ops.logits(self, features)
     return {"probabilities": tf.nn.softmax(logits, axis=-1), "logits": logits,
             "label_id": tf.argmax(logits, axis=-1, output_type=tf.int32)}
 
   def _serve(self, context, endings):
-    context = base.as_batch(context)
-    endings = base.as_batch(endings)
-    check = tf.debugging.assert_equal(
+    context = self.ops.batch(context)
+    endings = self.ops.batch(endings)
+    context, endings = self.ops.gate(
         tf.size(endings), tf.size(context) * self.num_choices,
-        message="endings must hold num_choices=%d strings per context" %
-        self.num_choices)
-    with tf.control_dependencies([check]):
-      context, endings = tf.identity(context), tf.identity(endings)
+        "endings must hold num_choices=%d strings per context" % self.num_choices,
+        context, endings)
     return self.predict(context, tf.reshape(endings, [-1, self.num_choices]))
 
+  def metadata(self) -> dict:
+    out = super().metadata()
+    out["task"] = "swag"
+    return out
 
-def _warmup_requests(num_choices):
-  endings = [[(list(row) * num_choices)[k] for k in range(num_choices)]
-             for row in WARMUP_ENDINGS]
-  return [("serving_default", {
-      "context": list(WARMUP_CONTEXTS),
-      "endings": np.array([[e.encode() for e in row] for row in endings], dtype=object)})]
+  def warmup_requests(self):
+    n = self.num_choices
+    endings = [[(list(row) * n)[k] for k in range(n)] for row in WARMUP_ENDINGS]
+    return [("serving_default", {
+        "context": list(WARMUP_CONTEXTS),
+        "endings": np.array([[e.encode() for e in row] for row in endings], dtype=object)})]
 
 
 def export_multiple_choice(model, preprocessor: preprocessing.BertPreprocessor,
@@ -135,7 +143,7 @@ def export_multiple_choice(model, preprocessor: preprocessing.BertPreprocessor,
 
   Raises:
     FileExistsError: that version already exists.
-    ValueError: ``num_choices`` < 1, or a model that is not a
+    SpecError (a ValueError): ``num_choices`` < 1, or a model that is not a
       multiple-choice model.
 
   Example::
@@ -143,18 +151,9 @@ def export_multiple_choice(model, preprocessor: preprocessing.BertPreprocessor,
     from bert_tf import export
     path = export.export_multiple_choice(model, task.preprocessor, "exports/swag")
   """
-  if not hasattr(model, "classifier") or getattr(model.classifier, "num_outputs", 1) != 1:
-    raise ValueError("export_multiple_choice: the model is not a BertMultipleChoice "
-                     "(one score per choice)")
-  module = MultipleChoiceServingModule(model, preprocessor, num_choices)
-  metadata = {
-      "export": "multiple_choice", "task": "swag", "labels": None,
-      "num_choices": module.num_choices, "is_pair": True,
-      "inputs": ["context", "endings"],
-      "max_seq_length": preprocessor.max_seq_length,
-      "do_lower_case": preprocessor.do_lower_case,
-      "preserve_unused_tokens": preprocessor.preserve_unused_tokens,
-  }
-  return base.write_export(
-      module, {"serving_default": module.serve}, export_dir, version,
-      metadata, _warmup_requests(module.num_choices))
+  spec = spec_lib.ServingSpec.create(
+      "swag", preprocessor.max_seq_length, num_choices=num_choices,
+      do_lower_case=preprocessor.do_lower_case,
+      preserve_unused_tokens=preprocessor.preserve_unused_tokens)
+  return base.write_module(MultipleChoiceServing(model, preprocessor, spec),
+                           export_dir, version)

@@ -94,6 +94,8 @@ from bert_tf import errors
 from bert_tf import preprocessing
 from bert_tf.data.squad import NO_SPAN_TEXT
 from bert_tf.export import base
+from bert_tf.export import serving
+from bert_tf.export import spec as spec_lib
 
 WARMUP_QUESTIONS = ("Which team won Super Bowl 50?", "", "Where is the caf\u00e9?")
 WARMUP_CONTEXTS = (
@@ -103,8 +105,9 @@ WARMUP_CONTEXTS = (
     "The Caf\u00e9 de Flore is in Paris. " * 60)
 
 
-class SquadServingModule(tf.Module):
-  """Tokenizer + windows + question-answering model + span choice.
+class SquadServing(serving.ServingModule):
+  """Tokenizer + windows + question-answering model + span choice (kind
+  ``squad``; see the module doc).
 
   Args:
     model: a built question-answering model, called as ``model({"input_ids",
@@ -113,10 +116,12 @@ class SquadServingModule(tf.Module):
       (:class:`bert_tf.modeling.BertQuestionAnswerer`).
     preprocessor: a :class:`bert_tf.preprocessing.BertPreprocessor` (vocab,
       lower-casing); its ``max_seq_length`` is the window width S.
-    doc_stride, max_query_length, max_answer_length, n_best_size: as the
-      original ``run_squad.py`` flags.
-    version_2_with_negative, null_score_diff_threshold: SQuAD 2.0 outputs.
-    max_windows: windows searched per context at most.
+    spec: a ``squad`` :class:`ServingSpec`: ``doc_stride``, ``max_windows``
+      (windows searched per context at most) and the original
+      ``run_squad.py``'s ``max_query_length``, ``max_answer_length``,
+      ``n_best_size``, ``version_2_with_negative``,
+      ``null_score_diff_threshold``.
+    ops: the SavedModel's ops (the only format with SQuAD's ragged ops).
     track_model: track the model's variables (False for a model that holds
       none, e.g. a test stand-in).
 
@@ -124,44 +129,52 @@ class SquadServingModule(tf.Module):
     errors.ParamsError: inconsistent lengths.
   """
 
-  def __init__(self, model, preprocessor, doc_stride=128, max_query_length=64,
-               max_answer_length=30, version_2_with_negative=False,
-               null_score_diff_threshold=0.0, n_best_size=20, max_windows=100,
-               track_model=True):
-    super().__init__(name="bert_squad_serving")
+  kind = "squad"
+
+  def __init__(self, model, preprocessor, spec: spec_lib.ServingSpec, ops=None,
+               track_model: bool = True):
     seq = preprocessor.max_seq_length
-    for name, value, low in (("doc_stride", doc_stride, 1),
-                             ("max_query_length", max_query_length, 0),
-                             ("max_answer_length", max_answer_length, 1),
-                             ("n_best_size", n_best_size, 1),
-                             ("max_windows", max_windows, 1)):
-      if int(value) < low:
-        raise errors.ParamsError("%s must be at least %d, got %s" % (name, low, value),
-                                 argument=name)
-    if seq - int(max_query_length) - 3 < 1:
+    settings = spec.squad_settings
+    for name, low in (("doc_stride", 1), ("max_query_length", 0),
+                      ("max_answer_length", 1), ("n_best_size", 1), ("max_windows", 1)):
+      if int(settings[name]) < low:
+        raise errors.ParamsError("%s must be at least %d, got %s" % (
+            name, low, settings[name]), argument=name)
+    if seq - int(settings["max_query_length"]) - 3 < 1:
       raise errors.ParamsError(
           "max_seq_length %d leaves no room for the context after a query of "
           "max_query_length %d (needs max_seq_length >= max_query_length + 4)"
-          % (seq, max_query_length), argument="max_seq_length")
-    if track_model:
-      base.track_tf_variables(self, model)
-    else:
-      base.hold(self, model)
-    self.preprocessor = preprocessor
+          % (seq, settings["max_query_length"]), argument="max_seq_length")
     self.max_seq_length = seq
-    self.doc_stride = int(doc_stride)
-    self.max_query_length = int(max_query_length)
-    self.max_answer_length = int(max_answer_length)
-    self.n_best_size = int(n_best_size)
-    self.max_windows = int(max_windows)
-    self.version_2_with_negative = bool(version_2_with_negative)
-    self.null_score_diff_threshold = float(null_score_diff_threshold)
-    self.serve = tf.function(self._serve, autograph=False, input_signature=[
-        base.string_spec("question"), base.string_spec("context")])
+    self.doc_stride = int(settings["doc_stride"])
+    self.max_query_length = int(settings["max_query_length"])
+    self.max_answer_length = int(settings["max_answer_length"])
+    self.n_best_size = int(settings["n_best_size"])
+    self.max_windows = int(settings["max_windows"])
+    self.version_2_with_negative = bool(settings["version_2_with_negative"])
+    self.null_score_diff_threshold = float(settings["null_score_diff_threshold"])
+    super().__init__(model if track_model else None, preprocessor, spec, ops)
+    if not track_model:
+      base.hold(self, model)
 
-  @property
-  def model(self):
-    return self._layer.obj
+  def build_signatures(self):
+    return tf.function(self._serve, autograph=False, input_signature=[
+        base.string_spec("question"), base.string_spec("context")]), None
+
+  def metadata(self) -> dict:
+    outputs = ["answer", "end_char", "score", "start_char"]
+    if self.version_2_with_negative:
+      outputs += ["no_answer", "null_score_diff"]
+    out = super().metadata()
+    out.update(self.spec.squad_settings, outputs=sorted(outputs),
+               null_score_diff_threshold=self.null_score_diff_threshold,
+               offsets="start_char/end_char: Unicode code points, end exclusive")
+    return out
+
+  def warmup_requests(self):
+    return [("serving_default", {"question": list(WARMUP_QUESTIONS),
+                                 "context": list(WARMUP_CONTEXTS)})]
+
 
   # ------------------------------------------------------------ tokenizing
 
@@ -410,6 +423,23 @@ class SquadServingModule(tf.Module):
       return self.answer(tf.identity(question), tf.identity(context))
 
 
+def SquadServingModule(model, preprocessor, track_model: bool = True,  # pylint: disable=invalid-name
+                       **settings) -> SquadServing:
+  """A :class:`SquadServing` from the original ``run_squad.py``'s settings
+  (``doc_stride``, ``max_query_length``, ``max_answer_length``,
+  ``version_2_with_negative``, ``null_score_diff_threshold``,
+  ``n_best_size``, ``max_windows``; defaults :data:`bert_tf.export.spec.DEFAULTS`).
+
+  Raises:
+    errors.ParamsError: inconsistent lengths.
+  """
+  spec = spec_lib.ServingSpec.create(
+      "squad", preprocessor.max_seq_length, do_lower_case=preprocessor.do_lower_case,
+      preserve_unused_tokens=bool(getattr(preprocessor, "preserve_unused_tokens", False)),
+      **settings)
+  return SquadServing(model, preprocessor, spec, track_model=track_model)
+
+
 def export_squad(model, vocab_file, do_lower_case, export_dir, max_seq_length=384,
                  doc_stride=128, max_query_length=64, max_answer_length=30,
                  version_2_with_negative=False, null_score_diff_threshold=0.0,
@@ -447,24 +477,4 @@ def export_squad(model, vocab_file, do_lower_case, export_dir, max_seq_length=38
       version_2_with_negative=version_2_with_negative,
       null_score_diff_threshold=null_score_diff_threshold,
       n_best_size=n_best_size, max_windows=max_windows)
-  outputs = ["answer", "end_char", "score", "start_char"]
-  if version_2_with_negative:
-    outputs += ["no_answer", "null_score_diff"]
-  metadata = {
-      "export": "squad", "task": "squad", "labels": None, "is_pair": True,
-      "inputs": ["question", "context"], "outputs": sorted(outputs),
-      "max_seq_length": int(max_seq_length), "doc_stride": int(doc_stride),
-      "max_query_length": int(max_query_length),
-      "max_answer_length": int(max_answer_length),
-      "n_best_size": int(n_best_size), "max_windows": int(max_windows),
-      "version_2_with_negative": bool(version_2_with_negative),
-      "null_score_diff_threshold": float(null_score_diff_threshold),
-      "do_lower_case": bool(do_lower_case),
-      "preserve_unused_tokens": bool(preserve_unused_tokens),
-      "offsets": "start_char/end_char: Unicode code points, end exclusive",
-  }
-  requests = [("serving_default", {"question": list(WARMUP_QUESTIONS),
-                                   "context": list(WARMUP_CONTEXTS)})]
-  return base.write_export(
-      module, {"serving_default": module.serve}, export_dir, version,
-      metadata, requests)
+  return base.write_module(module, export_dir, version)

@@ -45,6 +45,8 @@ from typing import Optional, Sequence
 import tensorflow as tf
 
 from bert_tf.export import base
+from bert_tf.export import serving
+from bert_tf.export import spec as spec_lib
 from bert_tf.modeling import tagging
 
 WHITESPACE = tagging.WHITESPACE
@@ -54,43 +56,43 @@ OUTPUTS = ("entity_end_char", "entity_start_char", "entity_text", "entity_type",
            "word_start_char", "words")
 
 
-class TaggingServingModule(tf.Module):
+class TaggingServing(serving.ServingModule):
   """Word split + :class:`TaggingPreprocessor` + :class:`BertTokenClassifier`
-  + tags and entities behind a string signature.
+  + tags and entities behind a string signature (kind ``ner``).
 
   Args:
     model: a built :class:`bert_tf.modeling.tagging.BertTokenClassifier`.
-    tagging_preprocessor: the :class:`TaggingPreprocessor` used to fine-tune
-      it (its ``max_windows`` is the serving cap; see :func:`export_tagger`).
-    labels: the L tag strings, in label-id order.
+    preprocessor: the :class:`BertPreprocessor` used to fine-tune it.
+    spec: an ``ner`` :class:`ServingSpec` (labels, ``doc_stride``,
+      ``max_windows``: the serving cap on windows per sentence).
+    ops: the format's ops (default the SavedModel's). A format whose ops
+      cannot run ragged ops supplies its own tagger (``ops.tag_sentences``,
+      the same outputs in dense ops).
 
   Raises:
-    ValueError: ``labels`` does not match the model's ``num_labels``.
+    SpecError: labels that do not match the model's ``num_labels``.
 
   Example::
 
-    module = TaggingServingModule(model, task.tagging_preprocessor, task.labels)
+    spec = ServingSpec.create("ner", 128, labels=task.labels)
+    module = TaggingServing(model, task.preprocessor, spec)
     out = module.serve(tf.constant(["Empire State Building = ESB ."]))
   """
 
-  def __init__(self, model, tagging_preprocessor: tagging.TaggingPreprocessor,
-               labels: Sequence[str]):
-    super().__init__(name="bert_tagging_serving")
-    labels = list(labels)
-    if len(labels) != getattr(model, "num_labels", -1):
-      raise ValueError("export_tagger: %d labels for a model of %s outputs" % (
-          len(labels), getattr(model, "num_labels", "unknown")))
-    base.track_tf_variables(self, model)
-    self.tp = tagging_preprocessor
-    self.labels = labels
-    self.prefix_codes, self.type_ids, self.types = tagging.label_tables(labels)
-    self.o_id = labels.index("O")
-    self.serve = tf.function(self._serve, autograph=False, input_signature=[
-        base.string_spec("sentence")])
+  kind = "ner"
 
-  @property
-  def model(self):
-    return self._layer.obj
+  def __init__(self, model, preprocessor, spec: spec_lib.ServingSpec, ops=None):
+    if len(spec.labels) != getattr(model, "num_labels", -1):
+      raise spec_lib.SpecError("%d labels for a model of %s outputs" % (
+          len(spec.labels), getattr(model, "num_labels", "unknown")), argument="labels")
+    self.tp = tagging.TaggingPreprocessor(preprocessor, spec.doc_stride, spec.max_windows)
+    self.labels = list(spec.labels)
+    self.prefix_codes, self.type_ids, self.types = tagging.label_tables(self.labels)
+    self.o_id = self.labels.index("O")
+    super().__init__(model, preprocessor, spec, ops)
+
+  def build_signatures(self):
+    return self.text_function(self.tag, ["sentence"]), None
 
   @staticmethod
   def split_words(sentence):
@@ -100,8 +102,12 @@ class TaggingServingModule(tf.Module):
 
   def tag(self, sentence):
     """The serving computation on a flat [B] batch; the output dict."""
-    sentence = tf.strings.unicode_transcode(base.as_batch(sentence), "UTF-8",
-                                            "UTF-8", errors="replace",
+    own = getattr(self.ops, "tag_sentences", None)
+    return own(self, sentence) if own is not None else self.graph_tag(sentence)
+
+  def graph_tag(self, sentence):
+    """:meth:`tag` in ragged ops (the SavedModel's)."""
+    sentence = tf.strings.unicode_transcode(sentence, "UTF-8", "UTF-8", errors="replace",
                                             replacement_char=0xFFFD)
     words, s_char, e_char, s_byte, e_byte = self.split_words(sentence)
     pieces = self.tp.word_pieces(words)
@@ -145,8 +151,14 @@ class TaggingServingModule(tf.Module):
         "truncated": uncovered,
     }
 
-  def _serve(self, sentence):
-    return self.tag(sentence)
+  def metadata(self) -> dict:
+    out = super().metadata()
+    out.update(task="ner", is_pair=False, outputs=list(OUTPUTS),
+               offsets="start_char/end_char: Unicode code points, end exclusive")
+    return out
+
+  def warmup_requests(self):
+    return [("serving_default", {"sentence": list(WARMUP_SENTENCES)})]
 
 
 def export_tagger(model, preprocessor, labels: Sequence[str], export_dir: str,
@@ -172,24 +184,16 @@ def export_tagger(model, preprocessor, labels: Sequence[str], export_dir: str,
 
   Raises:
     FileExistsError: that version already exists.
-    ValueError: labels that do not fit the model; errors.ParamsError: bad
-      ``doc_stride`` / ``max_windows``.
+    SpecError (a ValueError): labels that do not fit the model or lack
+      ``O``, ``doc_stride`` / ``max_windows`` below 1.
 
   Example::
 
     from bert_tf import export
     path = export.export_tagger(model, task.preprocessor, task.labels, "exports/ner")
   """
-  tp = tagging.TaggingPreprocessor(preprocessor, doc_stride, max_windows)
-  module = TaggingServingModule(model, tp, labels)
-  metadata = {
-      "export": "tagging", "task": "ner", "labels": list(labels), "is_pair": False,
-      "inputs": ["sentence"], "outputs": list(OUTPUTS),
-      "max_seq_length": preprocessor.max_seq_length, "doc_stride": int(doc_stride),
-      "max_windows": int(max_windows), "do_lower_case": preprocessor.do_lower_case,
-      "preserve_unused_tokens": preprocessor.preserve_unused_tokens,
-      "offsets": "start_char/end_char: Unicode code points, end exclusive",
-  }
-  return base.write_export(
-      module, {"serving_default": module.serve}, export_dir, version,
-      metadata, [("serving_default", {"sentence": list(WARMUP_SENTENCES)})])
+  spec = spec_lib.ServingSpec.create(
+      "ner", preprocessor.max_seq_length, labels=labels, doc_stride=doc_stride,
+      max_windows=max_windows, do_lower_case=preprocessor.do_lower_case,
+      preserve_unused_tokens=preprocessor.preserve_unused_tokens)
+  return base.write_module(TaggingServing(model, preprocessor, spec), export_dir, version)

@@ -405,7 +405,7 @@ def test_a_token_classifier_is_served_with_its_tag_names(hf, tmp_path):
   from bert_tf.export import from_preset  # pylint: disable=g-import-not-at-top
   run = from_preset.load_preset(hf["ner"])
   ref = hf["ner_model"].config.id2label
-  assert run.kind == "ner" and run.run_config["labels"] == [ref[i] for i in range(len(ref))]
+  assert run.kind == "ner" and list(run.spec.labels) == [ref[i] for i in range(len(ref))]
   path = fine_tuned.export_run(run, None, str(tmp_path / "ner"))
   texts, _ = _tweets()
   served = tf.saved_model.load(path).signatures["serving_default"](sentence=tf.constant(texts))

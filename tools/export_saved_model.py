@@ -44,9 +44,13 @@ signatures.
 from bert_tf.tools import _startup
 _startup.setup(tensorflow=True)
 
+import os  # noqa: E402  pylint: disable=wrong-import-position
+
 from absl import flags  # noqa: E402  pylint: disable=wrong-import-position
 
+from bert_tf.export import client  # noqa: E402  pylint: disable=wrong-import-position
 from bert_tf.export import fine_tuned  # noqa: E402  pylint: disable=wrong-import-position
+from bert_tf.export import formats  # noqa: E402  pylint: disable=wrong-import-position
 from bert_tf.export import from_preset  # noqa: E402  pylint: disable=wrong-import-position
 from bert_tf.export import saved_model  # noqa: E402  pylint: disable=wrong-import-position
 from bert_tf.tools import _common  # noqa: E402  pylint: disable=wrong-import-position
@@ -89,7 +93,7 @@ flags.DEFINE_enum("serving_dtype", "float32", list(saved_model.SERVING_DTYPES),
                   "and multiplies the encoder's weights in bfloat16 (LayerNorm and "
                   "softmax stay float32): faster on CPUs with bf16 units (avx512_bf16, "
                   "AMX), slower without; logits within bfloat16 rounding of float32's.")
-flags.DEFINE_enum("format", "saved_model", ["saved_model", "litert"], "saved_model: "
+flags.DEFINE_enum("format", "saved_model", sorted(formats.FORMATS), "saved_model: "
                   "EXPORT_DIR/<version>/ for TF Serving; litert: EXPORT_DIR/<version>/"
                   "model.tflite with the tokenizer inside (ai-edge-litert + "
                   "tensorflow_text.tflite_registrar), every --what but squad.")
@@ -101,45 +105,67 @@ flags.mark_flags_as_mutual_exclusive(["output_dir", "from_preset"], required=Tru
 
 TOOL = "export_saved_model"
 
+def _check_before_loading() -> None:
+  """Refuses a format, option or kind that cannot be written, before the
+  model is read (a refused export never loads, warns or writes)."""
+  if FLAGS.from_preset:
+    for flag in ("checkpoint", "vocab_file", "do_lower_case"):
+      if FLAGS[flag].present:
+        raise fine_tuned.FineTunedDirError(
+            "--%s is for --output_dir; a --from_preset carries its own" % flag,
+            argument=flag)
+    run_kind = from_preset.TASKS[FLAGS.task] if FLAGS.task else None
+  else:
+    run_kind = fine_tuned.run_kind(FLAGS.output_dir)
+  what = FLAGS.what or (fine_tuned.exports(run_kind)[0] if run_kind else None)
+  formats.get(FLAGS.format)
+  if what:
+    formats.check(FLAGS.format, what, xla=FLAGS.xla, dtype=FLAGS.serving_dtype,
+                  quantize=FLAGS.quantize)
+  elif FLAGS.quantize != "none" and FLAGS.format != "litert":
+    formats.check(FLAGS.format, "encoder", quantize=FLAGS.quantize)
+
+
+def _summary(what: str, run, path: str) -> None:
+  """The tool's lines for a written export: what, from where, the length,
+  what loads it; a LiteRT file's size and the tokenizer differences it
+  carries."""
+  meta = client.read_metadata(path)
+  seq = meta.get("max_seq_length")
+  if FLAGS.format == "litert":
+    tflite = os.path.join(path, client.TFLITE_FILE)
+    print("exported %s (%s, checkpoint %s) to %s (%.1f MB, quantize=%s, max_seq_length "
+          "%s); load with ai_edge_litert + tensorflow_text.tflite_registrar."
+          "SELECT_TFTEXT_OPS" % (what, run.task_name, run.checkpoint, tflite,
+                                 os.path.getsize(tflite) / 1e6, meta.get("quantize"), seq))
+    for note in meta.get("token_differences") or ():
+      print("warning: the in-graph tokenizer differs from the original's: " + note)
+    return
+  version = meta["min_tf_serving_version"]
+  print("exported %s (%s, checkpoint %s, max_seq_length %s) to %s; TF Serving %s" % (
+      what, run.task_name, run.checkpoint, seq, path,
+      "any version (core ops only)" if version == "any" else ">= " + version))
+
+
 def main(argv):
   """absl main: one export, one summary line; one error line on bad input."""
   if len(argv) > 1:
     _common.fail(TOOL, ValueError("unexpected arguments: %s" % " ".join(argv[1:])))
   try:
-    if FLAGS.format == "litert":  # refused before the model is read
-      from bert_tf.export import litert  # pylint: disable=g-import-not-at-top
-      known = FLAGS.what or (None if FLAGS.from_preset else
-                             fine_tuned.EXPORTS[fine_tuned.run_kind(FLAGS.output_dir)][0])
-      if known:
-        litert.check_options(known, FLAGS.quantize)
-    elif FLAGS.quantize != "none":
-      raise fine_tuned.FineTunedDirError("--quantize=%s: only --format=litert quantizes"
-                                         % FLAGS.quantize, argument="quantize")
+    _check_before_loading()
     if FLAGS.from_preset:
-      for flag in ("checkpoint", "vocab_file", "do_lower_case"):
-        if FLAGS[flag].present:
-          raise fine_tuned.FineTunedDirError(
-              "--%s is for --output_dir; a --from_preset carries its own" % flag,
-              argument=flag)
       run = from_preset.load_preset(FLAGS.from_preset, FLAGS.task, FLAGS.max_seq_length,
                                     FLAGS.is_pair)
     else:
       run = fine_tuned.load_run(FLAGS.output_dir, FLAGS.checkpoint, FLAGS.max_seq_length,
                                 FLAGS.vocab_file, FLAGS.do_lower_case)
-    what = FLAGS.what or fine_tuned.EXPORTS[run.kind][0]
+    what = FLAGS.what or fine_tuned.exports(run.kind)[0]
     path = fine_tuned.export_run(run, what, FLAGS.export_dir, FLAGS.version,
                                   xla=FLAGS.xla, dtype=FLAGS.serving_dtype,
                                   format=FLAGS.format, quantize=FLAGS.quantize)
   except _common.REPORTED as e:
     _common.fail(TOOL, e)
-  if FLAGS.format == "litert":
-    litert.print_summary(what, run, path)
-    return
-  meta = saved_model.read_metadata(path)
-  version = meta["min_tf_serving_version"]
-  print("exported %s (%s, checkpoint %s) to %s; TF Serving %s" % (
-      what, run.task_name, run.checkpoint, path,
-      "any version (core ops only)" if version == "any" else ">= " + version))
+  _summary(what, run, path)
 
 
 def run():

@@ -178,18 +178,6 @@ def local_checkpoint(init_checkpoint):
     raise CheckpointError(str(e), argument="init_checkpoint") from None
 
 
-def hf_vocab_file(model_dir) -> Optional[str]:
-  """The ``vocab.txt`` of a Hugging Face directory: its own, else
-  ``tokenizer.json``'s WordPiece vocab written out once
-  (:func:`bert_tf.huggingface.vocab_file`); None without either.
-
-  Raises:
-    CheckpointError: a ``tokenizer.json`` that is not BERT WordPiece.
-  """
-  tok = huggingface.read_tokenizer(huggingface.resolve(model_dir))
-  return None if tok is None else huggingface.vocab_file(tok)
-
-
 def read_hf_tensors(model_dir):
   """All tensors of a Hugging Face directory (or ``hf://`` name), by PyTorch
   name and layout (:func:`bert_tf.huggingface.read_tensors`: safetensors
@@ -231,62 +219,6 @@ def read_hf_config(model_dir):
   model_dir = huggingface.resolve(model_dir)
   d = huggingface.read_config(model_dir)
   return hf_config_to_bert_config(d, os.path.join(model_dir, "config.json"))
-
-
-# The fields that decide the weights' shapes.
-ARCHITECTURE_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers",
-                       "num_attention_heads", "intermediate_size",
-                       "max_position_embeddings", "type_vocab_size")
-
-
-def checkpoint_config(init_checkpoint):
-  """The config that came with a starting checkpoint, or None.
-
-  A Hugging Face directory's ``config.json``; else a ``bert_config.json``
-  beside an original or our checkpoint (in the directory, or beside the
-  prefix: google-research/bert's downloads and our run directories).
-
-  Returns:
-    ``(path, BertConfig)`` or None.
-
-  Raises:
-    CheckpointError / ConfigError: a config file that does not read.
-  """
-  init_checkpoint = local_checkpoint(init_checkpoint)
-  if is_hf_dir(init_checkpoint):
-    return os.path.join(init_checkpoint, "config.json"), read_hf_config(init_checkpoint)
-  d = (init_checkpoint if os.path.isdir(init_checkpoint)
-       else os.path.dirname(os.path.abspath(init_checkpoint)))
-  path = os.path.join(d, "bert_config.json")
-  if os.path.exists(path):
-    return path, config_lib.BertConfig.from_json_file(path)
-  return None
-
-
-def check_config_matches(init_checkpoint, config, config_file,
-                         source: str = "--init_checkpoint") -> None:
-  """Refuses a ``--bert_config_file`` whose architecture differs from the
-  config that came with ``init_checkpoint`` (see :func:`checkpoint_config`).
-
-  Raises:
-    CheckpointError: one line naming both files and each differing field
-      with both values.
-  """
-  found = checkpoint_config(init_checkpoint)
-  if found is None:
-    return
-  path, theirs = found
-  if os.path.abspath(path) == os.path.abspath(config_file or ""):
-    return
-  a, b = theirs.to_dict(), config.to_dict()
-  diff = ["%s=%s" % (k, a.get(k)) for k in ARCHITECTURE_FIELDS if a.get(k) != b.get(k)]
-  if not diff:
-    return
-  mine = ["%s=%s" % (k, b.get(k)) for k in ARCHITECTURE_FIELDS if a.get(k) != b.get(k)]
-  raise CheckpointError(
-      "%s %s comes with %s (%s) but --bert_config_file %s has %s: drop "
-      "--bert_config_file to use the checkpoint's, or start from a matching checkpoint"
-      % (source, init_checkpoint, path, ", ".join(diff), config_file, ", ".join(mine)))
 
 
 def load_hf_weights(encoder, model_dir, optional=()):
@@ -589,110 +521,66 @@ def silence_unrestored_warnings() -> None:
     logger.addFilter(_UnrestoredFilter())
 
 
-def load_encoder_weights(encoder, init_checkpoint, source="--init_checkpoint"):
-  """Initializes ``encoder`` from any supported starting point.
+def load_tf1_pretraining_heads(named_variables, ckpt_path) -> list:
+  """Loads the ``cls/predictions`` (masked-LM) and ``cls/seq_relationship``
+  (next-sentence) heads of an original checkpoint, each where present.
+
+  The original ``run_pretraining.py`` initialized every variable its
+  checkpoint held (continued pretraining from ``bert_model.ckpt`` keeps
+  its heads).
 
   Args:
-    init_checkpoint: a Hugging Face BERT directory (``config.json`` +
-      ``model.safetensors``), an original TF1 checkpoint
-      (``bert_model.ckpt``), or one of ours (prefix or directory; its
-      ``encoder`` object, as written by our pretraining and fine-tuning).
+    named_variables: ``[(original TF1 name, variable)]`` (the ``cls/``
+      entries of :func:`pretrainer_variables`; other names are skipped).
+    ckpt_path: an original checkpoint prefix.
 
   Returns:
-    a string saying what was loaded.
+    the TF1 names loaded ([] for an encoder-only checkpoint).
 
   Raises:
-    CheckpointError: naming ``source`` and the file.
+    CheckpointError: only some weights of one head present (naming the
+      missing ones), a shape mismatch, an unreadable checkpoint.
   """
-  init_checkpoint = local_checkpoint(init_checkpoint)
-  if is_hf_dir(init_checkpoint):
-    return "Hugging Face weights " + load_hf_weights(encoder, init_checkpoint)
-  if not (os.path.exists(init_checkpoint) or
-          tf.io.gfile.glob(init_checkpoint + ".index")):
-    raise CheckpointError("%s: %r does not exist" % (source, init_checkpoint))
-  if is_tf1_checkpoint(init_checkpoint):
-    load_tf1_checkpoint(encoder_variables(encoder), init_checkpoint)
-    return "original TF1 checkpoint " + init_checkpoint
-  return "checkpoint " + restore_object_checkpoint(init_checkpoint, source,
-                                                   encoder=encoder)
+  names = tf1_variable_names(ckpt_path)
+  heads = [(n, v) for n, v in named_variables if n.startswith("cls/")]
+  present = [(n, v) for n, v in heads if n in names]
+  for group in HF_HEAD_GROUPS:
+    got = [n for n, _ in present if n.startswith(group + "/")]
+    want = [n for n, _ in heads if n.startswith(group + "/")]
+    if got and len(got) != len(want):
+      raise CheckpointError("checkpoint %r has only some %s weights; missing %s"
+                            % (ckpt_path, group, ", ".join(sorted(set(want) - set(got)))))
+  load_tf1_checkpoint(present, ckpt_path)
+  return [n for n, _ in present]
 
 
-def load_pretrainer_weights(pretrainer, init_checkpoint,
-                            source: str = "--init_checkpoint") -> str:
-  """Initializes a :class:`BertPretrainer`: the encoder, and the masked-LM /
-  next-sentence heads where ``init_checkpoint`` has them.
-
-  The original ``run_pretraining.py`` initialized every variable the
-  checkpoint holds, ``cls/predictions`` and ``cls/seq_relationship``
-  included (continued pretraining from ``bert_model.ckpt`` keeps its heads).
-  A start model without them (a sentence encoder such as all-MiniLM-L6-v2,
-  a fine-tuned classifier) gets randomly initialized heads, and the returned
-  text says so.
+def restore_pretraining_heads(pretrainer, ckpt_path: str, source: str) -> list:
+  """The heads a checkpoint of one of our pretraining runs holds (its
+  ``model``'s ``masked_lm`` / ``next_sentence``), restored into
+  ``pretrainer``: the partial restore when the whole model does not fit
+  (a run without the next-sentence head).
 
   Args:
-    pretrainer: a built :class:`bert_tf.modeling.models.BertPretrainer`.
-    init_checkpoint: a Hugging Face directory (``BertModel`` or
-      ``BertForPreTraining``), an original TF1 checkpoint, or one of ours
-      (a pretraining run's heads are read from its ``model``).
-    source: text naming the flag, for errors.
+    pretrainer: a :class:`bert_tf.modeling.models.BertPretrainer`.
+    ckpt_path: an object checkpoint prefix.
+    source: text naming the path, for errors.
 
   Returns:
-    one line: what was loaded and which heads start from a random init.
+    the TF1 names of the head weights restored ([] when it has none).
 
   Raises:
-    CheckpointError: unreadable checkpoint, shape mismatch, or a head only
-      partly present.
+    CheckpointError: see :func:`restore_object_checkpoint`.
   """
-  init_checkpoint = local_checkpoint(init_checkpoint)
-  what = load_encoder_weights(pretrainer.encoder, init_checkpoint, source)
-  heads = [(n, v) for n, v in pretrainer_variables(pretrainer) if n.startswith("cls/")]
-  if is_hf_dir(init_checkpoint):
-    loaded = load_hf_pretraining_heads(heads, init_checkpoint)
-  elif is_tf1_checkpoint(init_checkpoint):
-    names = tf1_variable_names(init_checkpoint)
-    present = [(n, v) for n, v in heads if n in names]
-    for group in ("cls/predictions/", "cls/seq_relationship/"):
-      got = [n for n, _ in present if n.startswith(group)]
-      want = [n for n, _ in heads if n.startswith(group)]
-      if got and len(got) != len(want):
-        raise CheckpointError("%s: checkpoint %r has only some %s weights; missing %s"
-                              % (source, init_checkpoint, group.rstrip("/"),
-                                 ", ".join(sorted(set(want) - set(got)))))
-    load_tf1_checkpoint(present, init_checkpoint)
-    loaded = [n for n, _ in present]
-  else:
-    loaded = _restore_our_heads(pretrainer, init_checkpoint, source)
-  groups = [g for g in ("cls/predictions", "cls/seq_relationship")
-            if any(n.startswith(g + "/") for n, _ in heads)]
-  random = [g for g in groups if not any(n.startswith(g + "/") for n in loaded)]
-  if not random:
-    return "%s (with its %s heads)" % (what, " and ".join(groups))
-  kept = [g for g in groups if g not in random]
-  return "%s%s; it has no %s head: %s start%s from a random init" % (
-      what, " (with its %s head)" % " and ".join(kept) if kept else "",
-      " or ".join({"cls/predictions": "masked-LM",
-                   "cls/seq_relationship": "next-sentence"}[g] for g in random),
-      " and ".join(random), "" if len(random) > 1 else "s")
-
-
-def _restore_our_heads(pretrainer, init_checkpoint, source):
-  """The heads of one of our pretraining checkpoints (its ``model``), if any."""
-  path = init_checkpoint
-  if os.path.isdir(path):
-    path = tf.train.latest_checkpoint(path) or path
-  names = [n for n, _ in tf.train.list_variables(path)]
+  names = [n for n, _ in tf.train.list_variables(ckpt_path)]
   children, loaded = {}, []
-  if any(n.startswith("model/masked_lm/") for n in names):
-    children["masked_lm"] = pretrainer.masked_lm
-    loaded += [n for n, _ in pretrainer_variables(pretrainer)
-               if n.startswith("cls/predictions/")]
-  if pretrainer.next_sentence is not None and any(
-      n.startswith("model/next_sentence/") for n in names):
-    children["next_sentence"] = pretrainer.next_sentence
-    loaded += [n for n, _ in pretrainer_variables(pretrainer)
-               if n.startswith("cls/seq_relationship/")]
+  for child, group in (("masked_lm", "cls/predictions/"),
+                       ("next_sentence", "cls/seq_relationship/")):
+    if getattr(pretrainer, child, None) is not None and any(
+        n.startswith("model/%s/" % child) for n in names):
+      children[child] = getattr(pretrainer, child)
+      loaded += [n for n, _ in pretrainer_variables(pretrainer) if n.startswith(group)]
   if children:
-    restore_object_checkpoint(path, source, model=tf.train.Checkpoint(**children))
+    restore_object_checkpoint(ckpt_path, source, model=tf.train.Checkpoint(**children))
   return loaded
 
 
@@ -749,84 +637,6 @@ def load_tf1_squad_head(model, ckpt_path):
   tensors = {n: reader.get_tensor(n) for n in SQUAD_HEAD if n in shapes}
   return _load_head(squad_head_variables(model), tensors,
                     "checkpoint %r" % ckpt_path)
-
-
-def load_question_answerer_weights(model, init_checkpoint,
-                                   source="--init_checkpoint"):
-  """Initializes a question answerer from any supported starting point.
-
-  * a Hugging Face directory: the encoder (a ``BertForQuestionAnswering``
-    has no pooler: it keeps its initialization, unused) and the
-    ``qa_outputs`` head when present;
-  * an original TF1 checkpoint: the encoder, and the ``cls/squad`` head of a
-    fine-tuned ``run_squad.py`` checkpoint when present;
-  * one of ours: the whole model when the checkpoint is a question
-    answerer's, else its encoder (a pretraining or classifier run).
-
-  Args:
-    model: a built :class:`~bert_tf.modeling.models.BertQuestionAnswerer`.
-    init_checkpoint: a path as above.
-    source: what names the path in errors (the flag).
-
-  Returns:
-    a string saying what was loaded.
-
-  Raises:
-    CheckpointError: naming ``source`` and the file.
-  """
-  return load_task_model_weights(
-      model, init_checkpoint, source, "the SQuAD head", load_hf_squad_head,
-      load_tf1_head=load_tf1_squad_head, hf_optional=("bert/pooler/",))
-
-
-def load_task_model_weights(model, init_checkpoint, source, head_name, load_hf_head,
-                            load_tf1_head=None, hf_optional=()):
-  """Initializes a task model (``model.encoder`` + a head) from any supported
-  starting point; the one loader of every fine-tuning model with a head.
-
-  * a Hugging Face directory: the encoder (the names in ``hf_optional``,
-    e.g. the pooler a head does not read, may be missing) and the head by
-    ``load_hf_head(model, dir) -> bool`` when the directory has it;
-  * an original TF1 checkpoint: the encoder, and the head by
-    ``load_tf1_head(model, path) -> bool`` when given and present;
-  * one of ours: the whole model when the checkpoint is this task's, else
-    its encoder (a pretraining run or another task's).
-
-  Args:
-    model: a built task model with an ``encoder`` attribute.
-    init_checkpoint: a path as above.
-    source: what names the path in errors (the flag, ``--init_checkpoint``).
-    head_name: the head in the returned message ("the SQuAD head").
-    load_hf_head, load_tf1_head: the head loaders (see above).
-    hf_optional: name prefixes the Hugging Face directory may lack.
-
-  Returns:
-    a string saying what was loaded.
-
-  Raises:
-    CheckpointError: naming ``source`` and the file.
-  """
-  with_head = " (with %s)" % head_name
-  init_checkpoint = local_checkpoint(init_checkpoint)
-  if is_hf_dir(init_checkpoint):
-    path = load_hf_weights(model.encoder, init_checkpoint, optional=hf_optional)
-    head = load_hf_head(model, init_checkpoint)
-    return "Hugging Face weights %s%s" % (path, with_head if head else "")
-  if not (tf.io.gfile.exists(init_checkpoint) or
-          tf.io.gfile.glob(init_checkpoint + ".index")):
-    raise CheckpointError("%s: %r does not exist" % (source, init_checkpoint),
-                          argument=source.lstrip("-") if source.startswith("--") else None)
-  if is_tf1_checkpoint(init_checkpoint):
-    load_tf1_checkpoint(encoder_variables(model.encoder), init_checkpoint)
-    head = load_tf1_head is not None and load_tf1_head(model, init_checkpoint)
-    return "original TF1 checkpoint %s%s" % (init_checkpoint, with_head if head else "")
-  try:
-    return "checkpoint %s%s" % (
-        restore_object_checkpoint(init_checkpoint, source, model=model), with_head)
-  except CheckpointError:
-    pass  # not this task's model: its encoder
-  return "checkpoint " + restore_object_checkpoint(init_checkpoint, source,
-                                                   encoder=model.encoder)
 
 
 def save_tf1_checkpoint(named_variables, ckpt_prefix):

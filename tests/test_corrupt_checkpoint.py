@@ -44,22 +44,24 @@ def encoder_and_checkpoint(tmp_path_factory):
 
 def test_library_names_a_cut_object_checkpoint(encoder_and_checkpoint):
   from bert_tf import checkpoints, errors  # pylint: disable=g-import-not-at-top
+  from bert_tf.modeling import presets  # pylint: disable=g-import-not-at-top
   enc, prefix = encoder_and_checkpoint
   assert checkpoints.unreadable_reason(prefix).startswith("IndexError")
   with pytest.raises(errors.CorruptCheckpointError, match="truncated or unreadable") as e:
-    checkpoints.load_encoder_weights(enc, prefix)
+    presets.load_weights(enc, prefix)
   assert e.value.path == prefix and "does not fit" not in str(e.value)
 
 
 def test_library_names_a_cut_tf1_checkpoint(encoder_and_checkpoint, tmp_path):
   from bert_tf import checkpoints, errors  # pylint: disable=g-import-not-at-top
+  from bert_tf.modeling import presets  # pylint: disable=g-import-not-at-top
   enc, _ = encoder_and_checkpoint
   prefix = str(tmp_path / "bert_model.ckpt")
   checkpoints.save_tf1_checkpoint(checkpoints.encoder_variables(enc), prefix)
   assert checkpoints.unreadable_reason(prefix) is None
   _cut(prefix)
   with pytest.raises(errors.CorruptCheckpointError, match=r"bert_model\.ckpt is truncated"):
-    checkpoints.load_encoder_weights(enc, prefix)
+    presets.load_weights(enc, prefix)
 
 
 def test_tool_says_one_line_for_a_cut_init_checkpoint(encoder_and_checkpoint, tmp_path):

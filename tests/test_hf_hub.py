@@ -146,9 +146,8 @@ def test_init_checkpoint_takes_hf_names(cache, tmp_path):
   config, vocab = fine_tuning.resolve_config_and_vocab(Params())
   assert config.hidden_size == 128 and os.path.exists(vocab)
   clf = models.BertClassifier(config, 2)
-  what = checkpoints.load_task_model_weights(clf, name, "--init_checkpoint", "the head",
-                                             models.load_hf_classifier_head)
-  assert "with the head" in what
+  what = presets.load_weights(clf, name, models.CLASSIFIER_TASK)
+  assert "with the classification head" in what
   np.testing.assert_array_equal(clf.classifier.output_bias.numpy(),
                                 cache["model"].classifier.bias.detach().numpy())
   # One real tool run with --init_checkpoint=hf://...

@@ -19,6 +19,7 @@ from bert_tf.data import classifier_data
 from bert_tf.modeling import encoder as encoder_lib
 from bert_tf.modeling import layers as bert_layers
 from bert_tf.modeling import models
+from bert_tf.modeling import presets
 from conftest import MOVIE_DIR, VOCAB
 
 CONFIG = config_lib.BertConfig(
@@ -147,7 +148,7 @@ def test_summary_names_every_layer():
 
 def test_from_preset_hf_minilm(minilm_dir):
   ref = encoder_lib.BertEncoder(checkpoints.read_hf_config(minilm_dir), name="bert")
-  checkpoints.load_encoder_weights(ref, minilm_dir)
+  presets.load_weights(ref, minilm_dir)
   enc = encoder_lib.BertEncoder.from_preset(minilm_dir)
   x = batch(vocab=30522)
   assert_same_outputs(ref(x), enc(x))

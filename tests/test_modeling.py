@@ -13,6 +13,7 @@ from bert_tf import checkpoints
 from bert_tf import config as config_lib
 from bert_tf import optimization
 from bert_tf.modeling import BertClassifier, BertEncoder
+from bert_tf.modeling import presets
 from bert_tf.preprocessing import BertPreprocessor
 from conftest import MOVIE_DIR, TINY_CONFIG, VOCAB
 
@@ -150,7 +151,7 @@ def test_our_checkpoint_shape_mismatch(tmp_path):
   big = BertClassifier(config_lib.preset("tiny", vocab_size=200), 2)
   big(big.encoder.dummy_inputs())
   with pytest.raises(checkpoints.CheckpointError, match=r"\(100, 128\).*\(200, 128\)"):
-    checkpoints.load_encoder_weights(big.encoder, path)
+    presets.load_weights(big.encoder, path)
 
 
 def test_adam_weight_decay_matches_original_formula():
@@ -192,7 +193,7 @@ def test_checkpoint_round_trip_restores_every_variable(tmp_path):
       ["embeddings", "pooler", "layer_0", "layer_1", "layer_2"])
   clf = BertClassifier(cfg, 2)
   clf(clf.encoder.dummy_inputs())
-  checkpoints.load_encoder_weights(clf.encoder, path)
+  presets.load_weights(clf.encoder, path)
   names_a = [n for n, _ in checkpoints.encoder_variables(pre.encoder)]
   names_b = [n for n, _ in checkpoints.encoder_variables(clf.encoder)]
   assert names_a == names_b and len(names_a) == 5 + 3 * 16 + 2

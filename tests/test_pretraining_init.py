@@ -14,6 +14,7 @@ one batch: one line each, non-zero exit, no output directory.
 
 import json
 import os
+import types
 
 import numpy as np
 import pytest
@@ -21,6 +22,7 @@ import pytest
 from bert_tf import checkpoints
 from bert_tf import config as config_lib
 from bert_tf.modeling import models
+from bert_tf.modeling import presets
 from conftest import SAMPLE_TEXT, TINY_CONFIG, VOCAB, require, run_tool
 
 
@@ -51,7 +53,7 @@ def test_hugging_face_bert_for_pretraining_heads_are_loaded(tmp_path):
   hf.save_pretrained(str(tmp_path / "hf"))
   sd = {k: v.detach().numpy() for k, v in hf.state_dict().items()}
   model = models.build_pretrainer(checkpoints.read_hf_config(str(tmp_path / "hf")))
-  what = checkpoints.load_pretrainer_weights(model, str(tmp_path / "hf"))
+  what = presets.load_weights(model, str(tmp_path / "hf"), models.PRETRAINER_TASK)
   assert what.endswith("(with its cls/predictions and cls/seq_relationship heads)"), what
   got = heads(model)
   for ours, (theirs, transpose) in checkpoints.HF_HEAD_NAMES.items():
@@ -68,8 +70,9 @@ def test_hugging_face_bert_for_pretraining_heads_are_loaded(tmp_path):
   files = convert.tokenizer_files(preprocessing.BertPreprocessor(VOCAB), 512)
   (tmp_path / "hf" / "tokenizer.json").write_text(files["tokenizer.json"], encoding="utf-8")
   assert not (tmp_path / "hf" / "vocab.txt").exists()
-  found = pretraining.default_vocab_file(str(tmp_path / "hf" / "config.json"),
-                                         str(tmp_path / "hf"))
+  found = pretraining.model_files(types.SimpleNamespace(
+      init_checkpoint=str(tmp_path / "hf"), bert_config_file=None, vocab_file=None,
+      input_file="")).vocab_file
   with open(found, encoding="utf-8") as f, open(VOCAB, encoding="utf-8") as g:
     assert f.read().splitlines() == g.read().splitlines()
 
@@ -77,7 +80,7 @@ def test_hugging_face_bert_for_pretraining_heads_are_loaded(tmp_path):
 def test_a_start_model_without_heads_says_they_start_random(minilm_dir):
   model = models.build_pretrainer(checkpoints.read_hf_config(minilm_dir))
   before = heads(model)
-  what = checkpoints.load_pretrainer_weights(model, minilm_dir)
+  what = presets.load_weights(model, minilm_dir, models.PRETRAINER_TASK)
   assert what.endswith("; it has no masked-LM or next-sentence head: cls/predictions "
                        "and cls/seq_relationship start from a random init"), what
   after = heads(model)
@@ -91,7 +94,7 @@ def test_original_checkpoint_heads_are_loaded_and_partial_heads_refused(tmp_path
   model = models.build_pretrainer(tiny())
   assert any(not np.array_equal(a, b) for a, b in zip(heads(model).values(),
                                                       heads(source).values()))
-  what = checkpoints.load_pretrainer_weights(model, prefix)
+  what = presets.load_weights(model, prefix, models.PRETRAINER_TASK)
   assert "with its cls/predictions and cls/seq_relationship heads" in what
   for k, v in heads(source).items():
     np.testing.assert_array_equal(heads(model)[k], v, err_msg=k)
@@ -100,7 +103,7 @@ def test_original_checkpoint_heads_are_loaded_and_partial_heads_refused(tmp_path
   enc_prefix = str(tmp_path / "enc" / "bert_model.ckpt")
   checkpoints.save_tf1_checkpoint(checkpoints.encoder_variables(source.encoder), enc_prefix)
   model = models.build_pretrainer(tiny(), nsp=False)
-  what = checkpoints.load_pretrainer_weights(model, enc_prefix)
+  what = presets.load_weights(model, enc_prefix, models.PRETRAINER_TASK)
   assert what.endswith("it has no masked-LM head: cls/predictions starts from a random init")
 
   # Only part of the masked-LM head: refused, naming what is missing.
@@ -109,7 +112,8 @@ def test_original_checkpoint_heads_are_loaded_and_partial_heads_refused(tmp_path
   part_prefix = str(tmp_path / "part" / "bert_model.ckpt")
   checkpoints.save_tf1_checkpoint(part, part_prefix)
   with pytest.raises(checkpoints.CheckpointError, match="cls/predictions/output_bias"):
-    checkpoints.load_pretrainer_weights(models.build_pretrainer(tiny()), part_prefix)
+    presets.load_weights(models.build_pretrainer(tiny()), part_prefix,
+                         models.PRETRAINER_TASK)
 
 
 def pretraining_records(tmp_path):
@@ -178,17 +182,16 @@ def test_tool_continues_from_our_run_with_its_heads_and_refuses_bad_input(tmp_pa
   assert not os.path.exists(os.path.join(out, "checkpoint"))
 
 
-@pytest.mark.parametrize("task", ["classification", "squad", "tagging_swag"])
-def test_fine_tuning_takes_the_config_beside_a_pretraining_run(tmp_path, task):
+def test_fine_tuning_takes_the_config_beside_a_pretraining_run(tmp_path):
   """A pretraining run's directory (or a checkpoint prefix in it) is a
-  fine-tuning ``--init_checkpoint`` as it is: the fine-tuning tasks take the
-  run's ``bert_config.json``, as ``run_pretraining`` does
-  (:func:`bert_tf.checkpoints.checkpoint_config`); no config anywhere is one
-  error naming the flag. (``run_classifier`` from a pretraining run asked
-  for ``--bert_config_file`` before.)"""
-  import types  # pylint: disable=g-import-not-at-top
+  fine-tuning ``--init_checkpoint`` as it is: every fine-tuning task's one
+  resolver (:func:`bert_tf.tasks.fine_tuning.resolve_config_and_vocab`,
+  over the preset loader, as ``run_pretraining`` and ``extract_features``)
+  takes the run's ``bert_config.json``; no config anywhere is one error
+  naming the flag. (``run_classifier`` from a pretraining run asked for
+  ``--bert_config_file`` before.)"""
   from bert_tf import errors  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import classification, fine_tuning, squad  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import fine_tuning  # pylint: disable=g-import-not-at-top
   run = tmp_path / "pretrain"
   run.mkdir()
   c = tiny().to_dict()
@@ -197,12 +200,7 @@ def test_fine_tuning_takes_the_config_beside_a_pretraining_run(tmp_path, task):
   (run / "ckpt-40.index").write_text("")
   (run / "checkpoint").write_text('model_checkpoint_path: "ckpt-40"\n')
   out = tmp_path / "out"
-  resolve = {  # as each task calls it (tagging and swag: the same call)
-      "classification": classification.resolve_config_and_vocab,
-      "squad": squad.resolve_config_and_vocab,
-      "tagging_swag": lambda p: fine_tuning.resolve_config_and_vocab(
-          p, config_dirs=(p.output_dir,), check_files=True, check_config=True),
-  }[task]
+  resolve = fine_tuning.resolve_config_and_vocab
   def params(ic):
     return types.SimpleNamespace(init_checkpoint=ic, bert_config_file=None,
                                  vocab_file=VOCAB, output_dir=str(out))
@@ -263,10 +261,8 @@ def test_a_cased_run_passes_its_casing_on(tmp_path):
   ``do_lower_case`` False; fine-tuning from that run takes it over the
   flag's default and refuses ``--do_lower_case=False`` for an uncased run;
   ``from_preset`` reads it too."""
-  import types  # pylint: disable=g-import-not-at-top
   from bert_tf import errors  # pylint: disable=g-import-not-at-top
-  from bert_tf.modeling import presets  # pylint: disable=g-import-not-at-top
-  from bert_tf.tasks import classification, pretraining  # pylint: disable=g-import-not-at-top
+  from bert_tf.tasks import fine_tuning, pretraining  # pylint: disable=g-import-not-at-top
   with open(VOCAB, encoding="utf-8") as f:
     words = f.read().splitlines()
   cased = tmp_path / "cased_vocab.txt"
@@ -287,14 +283,10 @@ def test_a_cased_run_passes_its_casing_on(tmp_path):
     return types.SimpleNamespace(init_checkpoint=str(run / "ckpt-4"), bert_config_file=None,
                                  vocab_file=None, do_lower_case=lower)
   p = params(True)  # the flag's default
-  _, vocab = classification.resolve_config_and_vocab(p)
+  _, vocab = fine_tuning.resolve_config_and_vocab(p)
   assert vocab == str(run / "vocab.txt") and p.do_lower_case is False
-  # extract_features finds the same files and casing (one resolver).
-  from bert_tf.tasks import feature_extraction  # pylint: disable=g-import-not-at-top
-  assert feature_extraction.resolve_config_and_vocab(str(run / "ckpt-4"))[1:] == (
-      str(run / "vocab.txt"), False)
   assert presets.get_preset_loader(str(run)).do_lower_case() is False
   (run / "pretraining_config.json").write_text(json.dumps(dict(got, do_lower_case=True)))
   with pytest.raises(errors.ParamsError, match="do_lower_case=False, but .* was trained "
                      "on lower-cased text"):
-    classification.resolve_config_and_vocab(params(False))
+    fine_tuning.resolve_config_and_vocab(params(False))

@@ -28,6 +28,7 @@ from bert_tf import config as config_lib
 from bert_tf import tokenization
 from bert_tf.modeling import BertQuestionAnswerer
 from bert_tf.modeling import models
+from bert_tf.modeling import presets
 from conftest import SQUAD_V1_DIR, VOCAB, require, run_tool
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -161,7 +162,7 @@ def test_hf_bert_for_question_answering_parity(minilm_dir, tmp_path):
 
   # --init_checkpoint path of the task: same loader, same weights.
   again = models.build_question_answerer(model.config)
-  what = checkpoints.load_question_answerer_weights(again, hf_dir)
+  what = presets.load_weights(again, hf_dir, models.QUESTION_ANSWERER_TASK)
   assert "SQuAD head" in what
   np.testing.assert_array_equal(again(x)["end_logits"].numpy(),
                                 ours["end_logits"].numpy())
@@ -192,7 +193,6 @@ def test_tf1_names_round_trip(tmp_path):
   assert shapes["cls/squad/output_bias"] == [2]
   # Told a SQuAD model by its own names (the export's --from_preset task).
   from bert_tf.export import from_preset  # pylint: disable=g-import-not-at-top
-  from bert_tf.modeling import presets  # pylint: disable=g-import-not-at-top
   assert from_preset.preset_kind(presets.get_preset_loader(prefix)) == "squad"
   x = random_inputs()
   want = model(x)
@@ -203,7 +203,7 @@ def test_tf1_names_round_trip(tmp_path):
       np.testing.assert_array_equal(got[k].numpy(), want[k].numpy())
   # The task's loader too (bert/ + cls/squad).
   other = models.build_question_answerer(cfg)
-  assert "SQuAD head" in checkpoints.load_question_answerer_weights(other, prefix)
+  assert "SQuAD head" in presets.load_weights(other, prefix, models.QUESTION_ANSWERER_TASK)
   np.testing.assert_array_equal(other(x)["start_logits"].numpy(),
                                 want["start_logits"].numpy())
   # A pretrained bert_model.ckpt (no cls/squad): encoder only, head initialized.
@@ -211,7 +211,7 @@ def test_tf1_names_round_trip(tmp_path):
       checkpoints.encoder_variables(model.encoder), str(tmp_path / "pre" / "bert_model.ckpt"))
   fresh = models.build_question_answerer(cfg)
   head0 = fresh.span_head.output_weights.numpy().copy()
-  what = checkpoints.load_question_answerer_weights(fresh, enc_only)
+  what = presets.load_weights(fresh, enc_only, models.QUESTION_ANSWERER_TASK)
   assert "SQuAD head" not in what
   np.testing.assert_array_equal(fresh.span_head.output_weights.numpy(), head0)
   np.testing.assert_array_equal(fresh.encoder.word_embeddings.numpy(),
@@ -219,7 +219,8 @@ def test_tf1_names_round_trip(tmp_path):
   # Half a head is an error naming the missing variable.
   half = checkpoints.save_tf1_checkpoint(named[:-1], str(tmp_path / "half" / "model.ckpt"))
   with pytest.raises(checkpoints.CheckpointError, match="cls/squad/output_bias"):
-    checkpoints.load_question_answerer_weights(models.build_question_answerer(cfg), half)
+    presets.load_weights(models.build_question_answerer(cfg), half,
+                         models.QUESTION_ANSWERER_TASK)
 
 
 def test_original_run_squad_create_model_both_ways(tmp_path, original_bert):
@@ -277,8 +278,8 @@ def test_our_checkpoints_and_keras_file(tmp_path):
   tf.train.Checkpoint(model=model, encoder=model.encoder).write(str(run / "ckpt-3"))
   cfg.to_json_file(str(run / "bert_config.json"))
   fresh = models.build_question_answerer(cfg)
-  assert "SQuAD head" in checkpoints.load_question_answerer_weights(
-      fresh, str(run / "ckpt-3"))
+  assert "SQuAD head" in presets.load_weights(
+      fresh, str(run / "ckpt-3"), models.QUESTION_ANSWERER_TASK)
   np.testing.assert_array_equal(fresh(x)["start_logits"].numpy(),
                                 want["start_logits"].numpy())
   # A classifier checkpoint: only its encoder.
@@ -287,7 +288,8 @@ def test_our_checkpoints_and_keras_file(tmp_path):
   tf.train.Checkpoint(model=clf, encoder=clf.encoder).write(str(tmp_path / "clf" / "ckpt-1"))
   qa = models.build_question_answerer(cfg)
   head0 = qa.span_head.output_weights.numpy().copy()
-  what = checkpoints.load_question_answerer_weights(qa, str(tmp_path / "clf" / "ckpt-1"))
+  what = presets.load_weights(qa, str(tmp_path / "clf" / "ckpt-1"),
+                              models.QUESTION_ANSWERER_TASK)
   assert "SQuAD head" not in what
   np.testing.assert_array_equal(qa.span_head.output_weights.numpy(), head0)
   np.testing.assert_array_equal(qa.encoder.word_embeddings.numpy(),

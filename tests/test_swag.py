@@ -23,6 +23,7 @@ from bert_tf.data import swag as swag_data
 from bert_tf.export import multiple_choice as mc_export
 from bert_tf.export import saved_model
 from bert_tf.modeling import multiple_choice
+from bert_tf.modeling import presets
 from bert_tf.modeling.multiple_choice import BertMultipleChoice
 from bert_tf.tasks import fine_tuning
 from bert_tf.tasks import swag
@@ -199,8 +200,8 @@ def test_hf_bert_for_multiple_choice_parity(minilm_dir, hf_mc, tmp_path):
 
   # The task's --init_checkpoint path: same loader, same logits.
   again = multiple_choice.build_multiple_choice(model.config)
-  assert "multiple-choice head" in multiple_choice.load_multiple_choice_weights(
-      again, hf_dir)
+  assert "multiple-choice head" in presets.load_weights(
+      again, hf_dir, multiple_choice.MULTIPLE_CHOICE_TASK)
   np.testing.assert_array_equal(again(x).numpy(), ours)
   # Half a head is an error naming the file.
   from safetensors.numpy import load_file, save_file  # pylint: disable=g-import-not-at-top
@@ -246,14 +247,14 @@ def test_keras_round_trip_and_our_checkpoints(tmp_path):
                                   str(orig / "bert_model.ckpt"))
   model.config.to_json_file(str(orig / "bert_config.json"))
   fresh = multiple_choice.build_multiple_choice(model.config)
-  assert "original TF1" in multiple_choice.load_multiple_choice_weights(
-      fresh, str(orig / "bert_model.ckpt"))
+  assert "original TF1" in presets.load_weights(
+      fresh, str(orig / "bert_model.ckpt"), multiple_choice.MULTIPLE_CHOICE_TASK)
   for fresh in (BertMultipleChoice.from_preset(str(orig)), fresh):
     for a, b in zip(fresh.encoder.weights, model.encoder.weights):
       np.testing.assert_array_equal(a.numpy(), b.numpy())
     np.testing.assert_array_equal(fresh.classifier.output_bias.numpy(), [0.0])
   with pytest.raises(errors.CheckpointError, match="does not exist"):
-    multiple_choice.load_multiple_choice_weights(fresh, str(tmp_path / "nope"))
+    presets.load_weights(fresh, str(tmp_path / "nope"), multiple_choice.MULTIPLE_CHOICE_TASK)
   # Training mode: dropout on the pooled output changes the scores.
   assert np.abs(model(x, training=True).numpy() - want).max() > 0
   # Mixed precision: float32 logits.

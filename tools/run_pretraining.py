@@ -17,19 +17,13 @@ checkpoint, data position and dropout state included.
     --bert_config_file=bert_config.json --do_train --num_train_steps=300
 """
 
-import os
-
 from bert_tf.tools import _startup
 _startup.setup(tensorflow=True)
 
 from absl import flags
 
 from bert_tf.tools import _common
-from bert_tf import checkpoints
-from bert_tf import config as config_lib
-from bert_tf import errors
 from bert_tf import jobs
-from bert_tf.tasks import fine_tuning
 from bert_tf.tasks import pretraining
 from bert_tf.data.pretraining import documents
 
@@ -47,48 +41,26 @@ _common.define_training_flags()
 flags.adopt_module_key_flags(_common)  # --helpshort lists them too
 
 
-def model_config():
-  """``(config file, BertConfig)``: ``--bert_config_file``, else the config
-  that came with ``--init_checkpoint``; one that differs from the
-  checkpoint's is refused (:func:`bert_tf.checkpoints.check_config_matches`)."""
-  ic = FLAGS.init_checkpoint
-  fine_tuning.check_init_checkpoint(ic)  # a mistyped path first, not the flags it implies
-  if FLAGS.bert_config_file:
-    config = config_lib.BertConfig.from_json_file(FLAGS.bert_config_file)
-    if ic and (os.path.exists(ic) or os.path.exists(ic + ".index")):
-      checkpoints.check_config_matches(ic, config, FLAGS.bert_config_file)
-    return FLAGS.bert_config_file, config
-  found = checkpoints.checkpoint_config(ic) if ic else None
-  if found is None:
-    raise errors.ConfigError(
-        "bert_config_file is required unless --init_checkpoint comes with a config "
-        "(a Hugging Face directory's config.json, or bert_config.json beside the "
-        "checkpoint)", argument="bert_config_file")
-  return found
-
-
-def find_vocab_file(config_file):
-  """``--vocab_file``, else :func:`bert_tf.tasks.pretraining.default_vocab_file`."""
-  if FLAGS.vocab_file:
-    if not os.path.exists(FLAGS.vocab_file):
-      raise ValueError("--vocab_file: %r does not exist" % FLAGS.vocab_file)
-    return FLAGS.vocab_file
-  return pretraining.default_vocab_file(config_file, FLAGS.init_checkpoint, FLAGS.input_file)
+def model_files():
+  """:func:`bert_tf.tasks.pretraining.model_files` of the flags: the config
+  (``--bert_config_file``, else the ``--init_checkpoint``'s; one that
+  differs from the checkpoint's is refused) and the vocab."""
+  return pretraining.model_files(FLAGS)
 
 
 def prepare():
   """Checks the model config and ``--input_file`` before anything runs;
   the vocab file found for the params."""
   pretraining.check_schedule(FLAGS)  # the flags bear the params' field names
-  config_file, _ = model_config()
+  files = model_files()
   documents.expand_input_files(FLAGS.input_file)
-  return {"vocab_file": find_vocab_file(config_file)}
+  return {"vocab_file": files.vocab_file}
 
 
 def pretrain(params, strategy, do_train, do_eval):
-  """:func:`bert_tf.jobs.run_pretraining` with the model of :func:`model_config`."""
-  _, config = model_config()
-  jobs.run_pretraining(config, params, strategy, do_train=do_train, do_eval=do_eval)
+  """:func:`bert_tf.jobs.run_pretraining` with the model of :func:`model_files`."""
+  jobs.run_pretraining(model_files().config, params, strategy, do_train=do_train,
+                       do_eval=do_eval)
 
 
 main = _common.task_main("run_pretraining", pretraining.PretrainingParams, pretrain,

@@ -30,8 +30,7 @@ def _classifier_tf1_variables(model) -> list:
 
 
 def _load_hf_pretraining_heads(model, model_dir: "str | huggingface.Tensors") -> list:
-  return checkpoints.load_hf_pretraining_heads(checkpoints.pretrainer_variables(model),
-                                               model_dir)
+  return checkpoints.load_hf_pretraining_heads(_pretrainer_heads(model), model_dir)
 
 
 def _hf_pretraining_head(model) -> list:
@@ -56,24 +55,71 @@ def load_hf_classifier_head(model, model_dir: "str | huggingface.Tensors") -> bo
                                         "%d labels" % model.num_labels)
 
 
-# What each model class's from_preset reads beyond the encoder, per source
-# (see presets.Task): the original names of the heads, their Hugging Face
-# loaders and classes, where the number of labels is recorded.
+def _pretrainer_heads(model) -> list:
+  """``[(TF1 name, variable)]`` of the pretrainer's ``cls/`` heads."""
+  return [(n, v) for n, v in checkpoints.pretrainer_variables(model) if n.startswith("cls/")]
+
+
+def _load_tf1_pretraining_heads(model, ckpt_path: str) -> list:
+  return checkpoints.load_tf1_pretraining_heads(_pretrainer_heads(model), ckpt_path)
+
+
+def describe_pretrainer_load(what: str, heads: tuple, model) -> str:
+  """The line a pretrainer's load reports: which of its heads came with the
+  weights and which start from a random init.
+
+  The original ``run_pretraining.py`` initialized every variable its
+  checkpoint held, ``cls/predictions`` and ``cls/seq_relationship``
+  included; a start model without them (a sentence encoder such as
+  all-MiniLM-L6-v2, a fine-tuned classifier) gets randomly initialized
+  heads, and the line says so.
+
+  Args:
+    what: the weights read (:attr:`bert_tf.modeling.presets.Loaded.what`).
+    heads: the head weights' TF1 names loaded (``presets.WHOLE``: all).
+    model: the :class:`BertPretrainer`.
+
+  Returns:
+    ``"<what> (with its cls/predictions and cls/seq_relationship heads)"``,
+    or ``"<what>; it has no masked-LM head: cls/predictions starts from a
+    random init"`` and the like.
+  """
+  names = [n for n, _ in _pretrainer_heads(model)]
+  groups = [g for g in checkpoints.HF_HEAD_GROUPS if any(n.startswith(g + "/") for n in names)]
+  whole = tuple(heads) == presets.WHOLE
+  random = [g for g in groups if not whole and not any(n.startswith(g + "/") for n in heads)]
+  if not random:
+    return "%s (with its %s heads)" % (what, " and ".join(groups))
+  kept = [g for g in groups if g not in random]
+  return "%s%s; it has no %s head: %s start%s from a random init" % (
+      what, " (with its %s head)" % " and ".join(kept) if kept else "",
+      " or ".join({"cls/predictions": "masked-LM",
+                   "cls/seq_relationship": "next-sentence"}[g] for g in random),
+      " and ".join(random), "" if len(random) > 1 else "s")
+
+
+# What each model class's from_preset and --init_checkpoint read beyond the
+# encoder, per source (see presets.Task): the original names of the heads,
+# their Hugging Face loaders, the task kind whose record names the settings
+# file of the labels and the transformers classes.
 PRETRAINER_TASK = presets.Task(
-    "pretrainer", tf1_variables=checkpoints.pretrainer_variables,
+    "pretrainer", kind="pretraining", load_tf1_head=_load_tf1_pretraining_heads,
     load_hf_head=_load_hf_pretraining_heads, hf_head=_hf_pretraining_head,
+    load_object_heads=checkpoints.restore_pretraining_heads,
+    describe=describe_pretrainer_load,
     # BertForMaskedLM has no pooler (only the next-sentence head reads it).
-    hf_optional=("bert/pooler/",), kind="pretraining")
+    hf_optional=("bert/pooler/",))
 CLASSIFIER_TASK = presets.Task(
-    "classifier", kind="classifier",
+    "classifier", kind="classifier", head_name="the classification head",
     tf1_variables=_classifier_tf1_variables, tf1_num_labels="output_weights",
     load_hf_head=load_hf_classifier_head,
     hf_num_labels=checkpoints.HF_CLASSIFIER_HEAD["output_bias"],
     hf_head=tuple(checkpoints.HF_CLASSIFIER_HEAD.values()))
 QUESTION_ANSWERER_TASK = presets.Task(
-    "question_answerer", load_tf1_head=checkpoints.load_tf1_squad_head,
+    "question_answerer", kind="squad", head_name="the SQuAD head",
+    load_tf1_head=checkpoints.load_tf1_squad_head,
     hf_optional=("bert/pooler/",), load_hf_head=checkpoints.load_hf_squad_head,
-    hf_head=tuple(checkpoints.HF_SQUAD_HEAD_NAMES.values()), kind="squad")
+    hf_head=tuple(checkpoints.HF_SQUAD_HEAD_NAMES.values()))
 
 
 def gather_indexes(sequence_tensor, positions):

@@ -241,25 +241,6 @@ def load_hf_multiple_choice_head(model: BertMultipleChoice,
 # What from_preset reads beyond the encoder (see presets.Task): the head of a
 # Hugging Face BertForMultipleChoice; the score reads the pooler.
 MULTIPLE_CHOICE_TASK = presets.Task(
-    "multiple_choice", load_hf_head=load_hf_multiple_choice_head,
+    "multiple_choice", head_name="the multiple-choice head",
+    load_hf_head=load_hf_multiple_choice_head,
     hf_head=tuple(HF_HEAD.values()), kind="swag")
-
-
-def load_multiple_choice_weights(model: BertMultipleChoice, init_checkpoint: str,
-                                 source: str = "--init_checkpoint") -> str:
-  """Initializes a multiple-choice model from any supported starting point.
-
-  * a Hugging Face directory: the encoder (with its pooler, which the score
-    reads) and the ``classifier`` head of a ``BertForMultipleChoice``;
-  * an original TF1 checkpoint: the encoder;
-  * one of ours: the whole model when the checkpoint is a multiple-choice
-    model's, else its encoder (pretraining or another task's run).
-
-  Returns:
-    a string saying what was loaded.
-
-  Raises:
-    CheckpointError: naming ``source`` and the file.
-  """
-  return checkpoints.load_task_model_weights(
-      model, init_checkpoint, source, "the multiple-choice head", load_hf_multiple_choice_head)

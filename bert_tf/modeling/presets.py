@@ -26,6 +26,15 @@ head, under which names in each source) is a :class:`Task` that the model
 module declares. This module never imports the model modules (``encoder.py``
 and ``models.py`` import it).
 
+The same loaders answer every other "what is at this path": a training
+tool's ``--init_checkpoint`` (:func:`load_weights`; the config, vocab and
+casing through :func:`bert_tf.tasks.fine_tuning.model_files`, the flags
+overriding), ``extract_features.py`` and the converter. One rule for a run
+directory: its model is ``best/``'s checkpoint when the run kept one, else
+its newest (:func:`bert_tf.run_dir.model_checkpoint`), for
+``from_preset(RUN)`` and ``--init_checkpoint=RUN`` alike; an original
+release directory's is its ``bert_model.ckpt``.
+
 Adding a source (the Hugging Face cache, ``tf_model.h5``) is one
 :class:`PresetLoader` subclass with ``can_load``, ``config`` and
 ``load_into``, and one line in :data:`LOADERS`.
@@ -151,6 +160,32 @@ class Task:
 
 
 ENCODER = Task("encoder", kind="encoder")
+# Loaded.heads of a load that restored the whole model (every head).
+WHOLE = ("*",)
+
+
+@dataclasses.dataclass(frozen=True)
+class Loaded:
+  """What :meth:`PresetLoader.load_into` put into a model (transformers'
+  ``output_loading_info`` shape: the report is data, the line is made from
+  it).
+
+  Attributes:
+    what: the weights read (``"Hugging Face weights DIR/model.safetensors"``,
+      ``"original TF1 checkpoint PREFIX"``, ``"checkpoint RUN/best/ckpt-1"``,
+      ``".keras file PATH"``).
+    heads: the head weights loaded beside the encoder (their names; ``WHOLE``
+      for the whole model; empty: the encoder only).
+  """
+  what: str
+  heads: Tuple[str, ...] = ()
+
+
+def _head_names(result) -> Tuple[str, ...]:
+  """A head loader's result (names, or a bool) as :attr:`Loaded.heads`."""
+  if isinstance(result, (list, tuple)):
+    return tuple(result)
+  return ("head",) if result else ()
 
 
 def _is_prefix(path: str) -> bool:
@@ -216,10 +251,24 @@ class PresetLoader:
 
   Args:
     preset: the path given to ``from_preset`` (str or PathLike).
+
+  Attributes:
+    source: how messages name the preset (``from_preset('PATH')``;
+      ``--init_checkpoint=PATH`` for a training tool's starting point).
+    argument: the argument errors name (``preset``; ``init_checkpoint``).
+    foreign_heads: ``"refuse"`` (``from_preset``: a Hugging Face head of
+      another task under this head's tensor names is an error) or
+      ``"skip"`` (a starting point: its encoder, the head initialized).
   """
+
+  # What records the casing of recorded_do_lower_case (in messages).
+  casing_record = "files"
 
   def __init__(self, preset):
     self.preset = os.fspath(preset)
+    self.source = "from_preset(%r)" % self.preset
+    self.argument = "preset"
+    self.foreign_heads = "refuse"
 
   @classmethod
   def can_load(cls, path: str) -> bool:
@@ -234,16 +283,32 @@ class PresetLoader:
     """
     raise NotImplementedError
 
+  def config_file(self) -> Optional[str]:
+    """The file :meth:`config` reads (named when a ``--bert_config_file``
+    disagrees), or None when the preset has none (then :meth:`config`
+    raises). Default: the preset itself."""
+    return self.preset
+
+  def recorded_do_lower_case(self) -> Optional[bool]:
+    """The casing the preset's own files record (a run's settings, a
+    tokenizer, a saved preprocessor), or None when they record none
+    (:meth:`do_lower_case` then guesses)."""
+    return None
+
   def model_config(self, config=None) -> config_lib.BertConfig:
     """``config`` (a BertConfig or dict) when given, else :meth:`config`."""
     return config_lib.as_bert_config(config) if config is not None else self.config()
 
-  def load_into(self, model, task: Task = ENCODER) -> None:
+  def load_into(self, model, task: Task = ENCODER) -> Optional[Loaded]:
     """Loads the preset's weights into ``model`` (built: all weights exist).
 
     Args:
       model: an encoder, or a task model with an ``encoder``.
       task: the model class's :class:`Task` (which head, its names).
+
+    Returns:
+      :class:`Loaded` (a loader may return None: :func:`load_weights` then
+      names the preset).
 
     Raises:
       CheckpointError: weights that do not fit the model, half a head,
@@ -371,6 +436,8 @@ class KerasFileLoader(PresetLoader):
   number of labels and preprocessor are the saved model's.
   """
 
+  casing_record = ".keras preprocessor"
+
   def __init__(self, preset):
     super().__init__(preset)
     self._model = None
@@ -414,6 +481,11 @@ class KerasFileLoader(PresetLoader):
     pre = self._saved_preprocessor()
     return False if pre is None else pre.preserve_unused_tokens
 
+  def recorded_do_lower_case(self) -> Optional[bool]:
+    """The saved preprocessor's casing (None without one)."""
+    pre = self._saved_preprocessor()
+    return None if pre is None else pre.do_lower_case
+
   def num_labels(self, task: Task) -> Optional[int]:
     """The saved model's ``num_labels`` (None for a model without one)."""
     return getattr(self.keras_model(), "num_labels", None)
@@ -450,18 +522,20 @@ class KerasFileLoader(PresetLoader):
     """The saved classifier's ``problem_type``, or None."""
     return getattr(self.keras_model(), "problem_type", None)
 
-  def load_into(self, model, task: Task = ENCODER) -> None:
+  def load_into(self, model, task: Task = ENCODER) -> Loaded:
     """Every weight when the saved model is of ``model``'s class and shapes,
     else the encoder's (a classifier file into an encoder or pretrainer)."""
     saved = self.keras_model()
+    what = ".keras file %s" % self.preset
     same = type(saved) is type(model) and [w.shape for w in saved.weights] == [
         w.shape for w in model.weights]
     if same:
       for dst, src in zip(model.weights, saved.weights):
         dst.assign(src)
-    else:
-      _copy(checkpoints.encoder_variables(encoder_of(model)),
-            checkpoints.encoder_variables(encoder_of(saved)), self.preset)
+      return Loaded(what, WHOLE)
+    _copy(checkpoints.encoder_variables(encoder_of(model)),
+          checkpoints.encoder_variables(encoder_of(saved)), self.preset)
+    return Loaded(what)
 
 
 class HuggingFaceLoader(PresetLoader):
@@ -481,6 +555,8 @@ class HuggingFaceLoader(PresetLoader):
   heads); one info line for a pretrained encoder (``BertModel``,
   ``BertForPreTraining``), where fine-tuning starts.
   """
+
+  casing_record = "tokenizer"
 
   def __init__(self, preset):
     super().__init__(preset)
@@ -542,27 +618,46 @@ class HuggingFaceLoader(PresetLoader):
     tok = self.tokenizer()
     return True if tok is None else tok.do_lower_case
 
+  def recorded_do_lower_case(self) -> Optional[bool]:
+    """The tokenizer's casing; None without a tokenizer."""
+    tok = self.tokenizer()
+    return None if tok is None else tok.do_lower_case
+
+  def config_file(self) -> str:
+    """``DIR/config.json``."""
+    return os.path.join(self.preset, huggingface.CONFIG)
+
   def max_seq_length(self) -> int:
     """128, capped at ``max_position_embeddings`` and ``model_max_length``."""
     tok = self.tokenizer()
     n = super().max_seq_length()
     return min(n, tok.model_max_length) if tok and tok.model_max_length else n
 
-  def _check_architecture(self, task: Task) -> None:
-    """Refuses a head of another task under the same tensor names."""
+  def _foreign_architecture(self, task: Task) -> Optional[task_kinds.TaskKind]:
+    """The kind whose head the directory holds under ``task``'s head names
+    when that is another task's (a ``BertForSequenceClassification``'s
+    ``classifier.*`` for a token classifier), else None."""
     arch = self.architecture()
     kind = task_kinds.by_architecture(arch) if arch else None
     if not task.hf_architectures or kind is None:
-      return
+      return None
     if arch in task.hf_architectures or kind.name == "encoder":
-      return
+      return None
     if callable(task.hf_head) or not any(n in self.head_tensors() for n in task.hf_head):
+      return None
+    return kind
+
+  def _check_architecture(self, task: Task) -> None:
+    """Refuses a head of another task under the same tensor names (unless
+    :attr:`foreign_heads` is ``"skip"``)."""
+    kind = self._foreign_architecture(task)
+    if kind is None or self.foreign_heads == "skip":
       return
     raise errors.CheckpointError(
-        "from_preset(%r): config.json says %s (a %s head); its %s is not this "
+        "%s: config.json says %s (a %s head); its %s is not this "
         "model's head: load it with %s.from_preset" % (
-            self.name, arch, kind.name, ", ".join(task.hf_head),
-            (kind.model_class or "").rsplit(":", 1)[-1]), argument="preset")
+            self.source, self.architecture(), kind.name, ", ".join(task.hf_head),
+            (kind.model_class or "").rsplit(":", 1)[-1]), argument=self.argument)
 
   def num_labels(self, task: Task) -> Optional[int]:
     """L of the head tensor :attr:`Task.hf_num_labels` [L], when present."""
@@ -589,38 +684,54 @@ class HuggingFaceLoader(PresetLoader):
     """The directory has no head tensor to count labels from."""
     return "no classifier head" if task.hf_num_labels else super().missing_labels_reason(task)
 
-  def load_into(self, model, task: Task = ENCODER) -> None:
+  def load_into(self, model, task: Task = ENCODER) -> Loaded:
     """The encoder (:attr:`Task.hf_optional` may be missing), then the head.
 
     Raises:
       CheckpointError: tensors that do not fit; a head of another task
-        (:attr:`Task.hf_architectures`); ``config.json``'s architecture is
-        this task's and the head is missing.
+        (:attr:`Task.hf_architectures`; with :attr:`foreign_heads` ``"skip"``
+        the encoder alone is loaded and one line says so); ``config.json``'s
+        architecture is this task's and the head is missing.
     """
     self._check_architecture(task)
     tensors = self.head_tensors()
     checkpoints.load_hf_weights(encoder_of(model), tensors, optional=task.hf_optional)
+    what = "Hugging Face weights " + tensors.path
+    foreign = self._foreign_architecture(task)
+    if foreign is not None:
+      logging.info("%s: config.json says %s (a %s head): this model's head starts "
+                   "from a random init", self.source, self.architecture(), foreign.name)
+      return Loaded(what)
     if task.load_hf_head is None:
-      return
-    loaded = task.load_hf_head(model, tensors)
+      return Loaded(what)
+    loaded = _head_names(task.load_hf_head(model, tensors))
     head = task.hf_head(model) if callable(task.hf_head) else task.hf_head
-    missing = [n for n in head if n not in self.head_tensors()]
-    if not missing:
-      return
+    missing = [n for n in head if n not in tensors]
+    if missing:
+      self._say_missing_head(task, missing, bool(loaded))
+    return Loaded(what, loaded)
+
+  def _say_missing_head(self, task: Task, missing: List[str], loaded: bool) -> None:
+    """An error, a warning or an info line for head tensors the directory lacks.
+
+    A pretrained encoder without the head is where fine-tuning starts (the
+    line is informational, as transformers' "newly initialized" notice);
+    another task's fine-tuned model without it is worth a warning.
+
+    Raises:
+      CheckpointError: ``config.json``'s architecture is this task's.
+    """
     arch = self.architecture()
-    path = tensors.path
+    path = self.head_tensors().path
     if arch in task.hf_architectures and not loaded:
       raise errors.CheckpointError(
-          "from_preset(%r): config.json says %s but %s has no %s" % (
-              self.name, arch, path, ", ".join(missing)), argument="preset")
-    # A pretrained encoder without the head is where fine-tuning starts (the
-    # line is informational, as transformers' "newly initialized" notice);
-    # another task's fine-tuned model without it is worth a warning.
+          "%s: config.json says %s but %s has no %s" % (
+              self.source, arch, path, ", ".join(missing)), argument=self.argument)
     kind = task_kinds.by_architecture(arch) if arch else None
     kind = kind.name if kind is not None else "encoder"
     log = logging.info if kind in ("encoder", "pretraining") and not loaded else logging.warning
-    log("from_preset(%r): %s has no %s (a %s): that head starts from a random init",
-        self.name, path, ", ".join(missing), arch or "BertModel")
+    log("%s: %s has no %s (a %s): that head starts from a random init",
+        self.source, path, ", ".join(missing), arch or "BertModel")
 
 
 def _checkpoint_of(preset: str) -> Optional[Tuple[str, str]]:
@@ -645,11 +756,18 @@ class _CheckpointLoader(PresetLoader):
   """A checkpoint with ``bert_config.json``, ``vocab.txt`` and our run
   settings files looked for in its directory (both kinds of checkpoint)."""
 
+  casing_record = "run directory"
+
   def __init__(self, preset):
     super().__init__(preset)
     self.checkpoint, self.run_dir = _checkpoint_of(self.preset)
     self._config = None
     self._settings = None
+
+  def config_file(self) -> Optional[str]:
+    """``RUN_DIR/bert_config.json``, or None when it is not there."""
+    path = os.path.join(self.run_dir, run_dir.BERT_CONFIG)
+    return path if os.path.exists(path) else None
 
   def config(self) -> config_lib.BertConfig:
     """``RUN_DIR/bert_config.json``.
@@ -658,8 +776,8 @@ class _CheckpointLoader(PresetLoader):
       ConfigError: missing (pass ``config=``) or invalid.
     """
     if self._config is None:
-      path = os.path.join(self.run_dir, run_dir.BERT_CONFIG)
-      if not os.path.exists(path):
+      path = self.config_file()
+      if path is None:
         raise errors.ConfigError(
             "from_preset: no bert_config.json beside %r; pass config=" % self.preset,
             argument="config")
@@ -667,19 +785,19 @@ class _CheckpointLoader(PresetLoader):
     return self._config
 
   def _recorded(self) -> dict:
-    """The tokenizer settings the run's settings files record."""
+    """The tokenizer settings the run's settings files record
+    (:func:`bert_tf.run_dir.recorded_settings`; a pretraining run's too)."""
     if self._settings is None:
-      self._settings = {}
-      for name in task_kinds.settings_files():  # a pretraining run's too
-        recorded = _read_json(os.path.join(self.run_dir, name)) or {}
-        self._settings.update({k: recorded[k] for k in (
-            "do_lower_case", "max_seq_length", "preserve_unused_tokens")
-                               if recorded.get(k) is not None})
+      self._settings = run_dir.recorded_settings(self.run_dir)
     return self._settings
 
   def vocab_file(self) -> str:
     """``RUN_DIR/vocab.txt``."""
     return os.path.join(self.run_dir, run_dir.VOCAB)
+
+  def recorded_do_lower_case(self) -> Optional[bool]:
+    """A run's recorded ``do_lower_case`` (None for an original release)."""
+    return self._recorded().get("do_lower_case")
 
   def do_lower_case(self) -> bool:
     """A run's recorded ``do_lower_case``; else False for a directory named
@@ -736,13 +854,16 @@ class Tf1Loader(_CheckpointLoader):
       n = int(shape[0]) if shape else None
     return n
 
-  def load_into(self, model, task: Task = ENCODER) -> None:
+  def load_into(self, model, task: Task = ENCODER) -> Loaded:
     """:attr:`Task.tf1_variables` (heads the checkpoint lacks keep their
     initialization), then :attr:`Task.load_tf1_head`."""
-    checkpoints.load_tf1_checkpoint(task.tf1_variables(model), self.checkpoint,
-                                    allow_missing=TF1_ALLOW_MISSING)
+    named = task.tf1_variables(model)
+    checkpoints.load_tf1_checkpoint(named, self.checkpoint, allow_missing=TF1_ALLOW_MISSING)
+    present = checkpoints.tf1_variable_names(self.checkpoint)
+    heads = [n for n, _ in named if not n.startswith("bert/") and n in present]
     if task.load_tf1_head is not None:
-      task.load_tf1_head(model, self.checkpoint)
+      heads += _head_names(task.load_tf1_head(model, self.checkpoint))
+    return Loaded("original TF1 checkpoint " + self.checkpoint, tuple(heads))
 
 
 class RunDirLoader(_CheckpointLoader):
@@ -757,18 +878,24 @@ class RunDirLoader(_CheckpointLoader):
     found = _checkpoint_of(path)
     return found is not None and not checkpoints.is_tf1_checkpoint(found[0])
 
-  def load_into(self, model, task: Task = ENCODER) -> None:
-    """:func:`checkpoints.restore_object_checkpoint` of ``model=``, else
-    ``encoder=``."""
-    source = "from_preset(%r)" % self.preset
+  def load_into(self, model, task: Task = ENCODER) -> Loaded:
+    """:func:`checkpoints.restore_object_checkpoint` of ``model=`` (strict:
+    the whole model); else ``encoder=`` (a partial restore: the checkpoint
+    is another model's) and the heads :attr:`Task.load_object_heads` finds."""
     if task.name != ENCODER.name:
       try:
-        checkpoints.restore_object_checkpoint(self.checkpoint, source, model=model)
-        return
+        return Loaded("checkpoint " + checkpoints.restore_object_checkpoint(
+            self.checkpoint, self.source, model=model), WHOLE)
+      except errors.CorruptCheckpointError:
+        raise
       except errors.CheckpointError:
         pass  # e.g. a pretraining checkpoint for a classifier: encoder only
-    checkpoints.restore_object_checkpoint(self.checkpoint, source,
-                                          encoder=encoder_of(model))
+    what = "checkpoint " + checkpoints.restore_object_checkpoint(
+        self.checkpoint, self.source, encoder=encoder_of(model))
+    heads = ()
+    if task.load_object_heads is not None:
+      heads = tuple(task.load_object_heads(model, self.checkpoint, self.source))
+    return Loaded(what, heads)
 
 
 # Tried in order; the first whose can_load(path) is true reads the preset.
@@ -777,12 +904,23 @@ class RunDirLoader(_CheckpointLoader):
 LOADERS: List[type] = [KerasFileLoader, HuggingFaceLoader, Tf1Loader, RunDirLoader]
 
 
-def get_preset_loader(preset) -> PresetLoader:
+def get_preset_loader(preset, source: str = "from_preset") -> PresetLoader:
   """The loader of ``preset``: the first class of :data:`LOADERS` that can
-  load it, instantiated once (it caches what it reads).
+  load it, instantiated once (it caches what it reads). The one answer to
+  "what is at this path" for ``from_preset``, every training tool's
+  ``--init_checkpoint`` (:func:`load_weights`), ``extract_features.py`` and
+  the converter.
+
+  A run directory's model is its checkpoint by the one best-or-latest rule
+  (:func:`bert_tf.run_dir.model_checkpoint`: ``best/`` when the run kept
+  one, else the newest); an original release directory's is its
+  ``bert_model.ckpt``.
 
   Args:
     preset: a path (str or PathLike; see the module docstring).
+    source: how errors name it: ``"from_preset"`` (argument ``preset``) or
+      a flag (``"--init_checkpoint"``: argument ``init_checkpoint``, and the
+      loader's messages say ``--init_checkpoint=PATH``).
 
   Returns:
     a :class:`PresetLoader`.
@@ -792,22 +930,112 @@ def get_preset_loader(preset) -> PresetLoader:
       model; a path that does not exist).
   """
   preset = os.fspath(preset)
+  argument = source[2:] if source.startswith("--") else "preset"
   if preset.startswith(huggingface.SCHEME):
     snapshot = huggingface.resolve(preset)  # an uncached repo: its one line
     if not HuggingFaceLoader.can_load(snapshot):
       raise errors.CheckpointError(
-          "from_preset: %s: the cached snapshot %s holds no Hugging Face BERT model "
-          "(config.json and one of %s)" % (preset, snapshot,
+          "%s: %s: the cached snapshot %s holds no Hugging Face BERT model "
+          "(config.json and one of %s)" % (source, preset, snapshot,
                                            ", ".join(huggingface.WEIGHT_FILES)),
-          argument="preset")
-  for loader in LOADERS:
-    if loader.can_load(preset):
-      return loader(preset)
+          argument=argument)
+  for loader_class in LOADERS:
+    if loader_class.can_load(preset):
+      loader = loader_class(preset)
+      if source != "from_preset":
+        loader.source, loader.argument = "%s=%s" % (source, preset), argument
+      return loader
   if os.path.isdir(preset):
     raise errors.CheckpointError(
-        "from_preset: %r holds no model: expected a Hugging Face directory "
+        "%s: %r holds no model: expected a Hugging Face directory "
         "(config.json + model.safetensors), bert_config.json + "
-        "bert_model.ckpt, or bert_config.json + our checkpoints" % preset,
-        argument="preset")
-  raise errors.CheckpointError("from_preset: %r does not exist" % preset,
-                               argument="preset")
+        "bert_model.ckpt, or bert_config.json + our checkpoints" % (source, preset),
+        argument=argument)
+  raise errors.CheckpointError("%s: %r does not exist" % (source, preset),
+                               argument=argument)
+
+
+# The config fields that decide the weights' shapes.
+ARCHITECTURE_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers",
+                       "num_attention_heads", "intermediate_size",
+                       "max_position_embeddings", "type_vocab_size")
+
+
+def check_config_matches(loader: PresetLoader, config: config_lib.BertConfig,
+                         config_file: Optional[str]) -> None:
+  """Refuses a ``--bert_config_file`` whose architecture differs from the
+  config that comes with the preset (:meth:`PresetLoader.config_file`: a
+  Hugging Face directory's ``config.json``, the ``bert_config.json`` of a
+  run or release directory); nothing to compare when it has none.
+
+  Raises:
+    CheckpointError: one line naming both files and each differing field
+      (:data:`ARCHITECTURE_FIELDS`) with both values.
+  """
+  path = loader.config_file()
+  if path is None or os.path.abspath(path) == os.path.abspath(config_file or ""):
+    return
+  a, b = loader.config().to_dict(), config.to_dict()
+  diff = [k for k in ARCHITECTURE_FIELDS if a.get(k) != b.get(k)]
+  if not diff:
+    return
+  raise errors.CheckpointError(
+      "%s comes with %s (%s) but --bert_config_file %s has %s: drop "
+      "--bert_config_file to use the checkpoint's, or start from a matching checkpoint"
+      % (loader.source, path, ", ".join("%s=%s" % (k, a.get(k)) for k in diff),
+         config_file, ", ".join("%s=%s" % (k, b.get(k)) for k in diff)),
+      argument=loader.argument)
+
+
+def load_weights(model, preset, task: Optional[Task] = None,
+                 source: str = "--init_checkpoint") -> str:
+  """Initializes a built model from any preset: the starting point of every
+  training tool (``--init_checkpoint``) and of ``extract_features.py``.
+
+  The same loader and rule as ``from_preset`` (:func:`get_preset_loader`:
+  a run directory's ``best/`` when kept, else its newest checkpoint; a
+  release directory's ``bert_model.ckpt``; a Hugging Face directory or
+  ``hf://`` name; a ``.keras`` file). A starting point's head of another
+  task is not loaded (the encoder is; :attr:`PresetLoader.foreign_heads`).
+
+  Args:
+    model: a built encoder or task model.
+    preset: the path.
+    task: the head spec to load (default: the model class's ``preset_task``,
+      else the encoder only: :data:`ENCODER`).
+    source: the flag, for messages and errors' ``argument``.
+
+  Returns:
+    one line: what was loaded (``"checkpoint RUN/best/ckpt-1 (with the
+    SQuAD head)"``; the pretrainer names the heads that start random).
+
+  Raises:
+    CheckpointError, CorruptCheckpointError, ConfigError: nothing loadable,
+      unreadable files, weights that do not fit the model.
+  """
+  task = task or getattr(model, "preset_task", None) or ENCODER
+  loader = get_preset_loader(preset, source=source)
+  loader.foreign_heads = "skip"
+  loaded = loader.load_into(model, task) or Loaded("preset " + loader.preset)
+  return task.report(loaded.what, loaded.heads, model)
+
+
+def load_encoder_weights(encoder, init_checkpoint, source: str = "--init_checkpoint") -> str:
+  """The encoder weights of any starting point (``bert_tf.load_encoder_weights``):
+  :func:`load_weights` with :data:`ENCODER` (a task model's head, if
+  ``encoder`` is one, keeps its initialization).
+
+  Args:
+    encoder: a built :class:`BertEncoder`, or a task model with one.
+    init_checkpoint: a Hugging Face directory or ``hf://`` name, an original
+      checkpoint or release directory, one of our runs or checkpoints, a
+      ``.keras`` file.
+    source: the flag, for messages.
+
+  Returns:
+    one line: what was loaded.
+
+  Raises:
+    CheckpointError, CorruptCheckpointError, ConfigError: see :func:`load_weights`.
+  """
+  return load_weights(encoder, init_checkpoint, ENCODER, source)

@@ -287,28 +287,10 @@ def load_hf_tagging_head(model: BertTokenClassifier,
 # Hugging Face BertForTokenClassification (L from classifier.bias), the
 # labels of a run_ner run; the pooler is not read.
 TAGGING_TASK = presets.Task(
-    "tagging", kind="ner", hf_optional=("bert/pooler/",),
+    "tagging", kind="ner", head_name="the token-classification head",
+    hf_optional=("bert/pooler/",),
     load_hf_head=load_hf_tagging_head, hf_num_labels=HF_HEAD["output_bias"],
     hf_head=tuple(HF_HEAD.values()))
-
-
-def load_tagging_weights(model: BertTokenClassifier, init_checkpoint: str,
-                         source: str = "--init_checkpoint") -> str:
-  """Initializes a token classifier from any supported starting point: a
-  Hugging Face directory (encoder; the ``BertForTokenClassification`` head
-  when present and of the same label count; a missing pooler is fine), an
-  original TF1 checkpoint (encoder), ours (the whole model when it is a
-  token classifier's with the same labels, else its encoder).
-
-  Returns:
-    a string saying what was loaded.
-
-  Raises:
-    CheckpointError: naming ``source`` and the file.
-  """
-  return checkpoints.load_task_model_weights(
-      model, init_checkpoint, source, "the token-classification head", load_hf_tagging_head,
-      hf_optional=("bert/pooler/",))
 
 
 def _row_ids(ragged):

@@ -29,13 +29,13 @@ import tensorflow as tf
 
 from bert_tf import run_dir
 from bert_tf import task_kinds
-from bert_tf import checkpoints
 from bert_tf import errors
 from bert_tf import io_utils
 from bert_tf import metrics as metrics_lib
 from bert_tf import preprocessing
 from bert_tf.data import classifier_data
 from bert_tf.modeling import models
+from bert_tf.modeling import presets
 from bert_tf.params import field
 from bert_tf.tasks import fine_tuning
 
@@ -70,16 +70,6 @@ class ClassifierParams(fine_tuning.FineTuningParams, fine_tuning.SkipPaddingPara
   tfds_data_dir: Optional[str] = field(None, "tensorflow-datasets data_dir holding --tfds_name (never downloaded).")
   strict_utf8: bool = field(False, "Refuse a data file with bytes that are not UTF-8 (naming the file and line). Default: such bytes become U+FFFD, as the original reads them, with one warning naming the file, the first such line and their count.")
   deterministic: bool = field(False, fine_tuning.DETERMINISTIC_HELP)
-
-
-def resolve_config_and_vocab(params):
-  """``(BertConfig, vocab_file)`` from the flags or a Hugging Face directory
-  (:func:`bert_tf.tasks.fine_tuning.resolve_config_and_vocab`).
-
-  Raises:
-    ConfigError / VocabError: naming the flag that is missing.
-  """
-  return fine_tuning.resolve_config_and_vocab(params)
 
 
 build_classifier = models.build_classifier
@@ -302,7 +292,7 @@ class ClassificationTask(fine_tuning.FineTuningTask):
     self.params = params
     self._set_actions(do_train, do_eval, do_predict)
     data_task = task_from_params(params)
-    self._set_preprocessor(*resolve_config_and_vocab(params))
+    self._set_preprocessor(*fine_tuning.resolve_config_and_vocab(params))
     self.train = None
     if data_task.labels is None and not do_train:
       labels = self.recorded_setting("labels")
@@ -440,7 +430,9 @@ class ClassificationTask(fine_tuning.FineTuningTask):
                                    skip_padding=self.params.skip_padding)
 
   def load_weights(self, model, path):
-    return checkpoints.load_encoder_weights(model.encoder, path)
+    """The encoder of ``--init_checkpoint`` (:func:`bert_tf.modeling.presets.load_weights`);
+    the head starts from its initialization, as the labels may differ."""
+    return presets.load_weights(model, path, presets.ENCODER)
 
   def run_config(self) -> dict:
     """``classifier_config.json``: ``task_name``, ``labels``, the tokenizer

@@ -17,8 +17,9 @@ Differences from the original, none visible in the output file:
   length inside a window (fewer padded positions) and written back in input
   order; memory is bounded by the window, not the file (the original holds
   every feature in memory);
-* ``--init_checkpoint`` also takes a Hugging Face directory or our checkpoints
-  (:func:`bert_tf.checkpoints.load_encoder_weights`).
+* ``--init_checkpoint`` also takes a Hugging Face directory, our runs and
+  checkpoints and ``.keras`` files, through the preset loader every tool uses
+  (:func:`bert_tf.modeling.presets.load_weights`).
 """
 
 from __future__ import annotations
@@ -32,48 +33,16 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import checkpoints
 from bert_tf import config as config_lib
 from bert_tf import errors
 from bert_tf import io_utils
 from bert_tf import tokenization
 from bert_tf.data import extract
 from bert_tf.modeling import encoder as encoder_lib
+from bert_tf.modeling import presets
 from bert_tf.tasks import fine_tuning
 
 WINDOW_BATCHES = 16
-
-
-def resolve_config_and_vocab(init_checkpoint: str, bert_config_file: Optional[str] = None,
-                             vocab_file: Optional[str] = None, do_lower_case: bool = True
-                             ) -> Tuple["config_lib.BertConfig", str, bool]:
-  """``(BertConfig, vocab_file, do_lower_case)`` of the flags: the files of
-  :func:`bert_tf.tasks.fine_tuning.resolve_config_and_vocab`, which every
-  training tool uses (the flags, else a Hugging Face ``--init_checkpoint``'s
-  ``config.json`` / ``vocab.txt``, else ``bert_config.json`` / ``vocab.txt``
-  beside the checkpoint, else the vocab and casing a run directory of ours
-  carries), each flag's file checked to exist, and the vocab's size checked
-  against the config.
-
-  Args:
-    init_checkpoint: a checkpoint prefix, a run or Hugging Face directory,
-      ``hf://ORG/NAME``.
-    bert_config_file, vocab_file: the flags (None: found as above).
-    do_lower_case: the flag; its default (True) becomes the casing a run
-      directory records.
-
-  Raises:
-    CheckpointError: ``init_checkpoint`` does not exist;
-    ConfigError / VocabError / InputError / ParamsError: naming the flag
-    (``argument``).
-  """
-  params = types.SimpleNamespace(init_checkpoint=init_checkpoint,
-                                 bert_config_file=bert_config_file,
-                                 vocab_file=vocab_file, do_lower_case=do_lower_case)
-  config, vocab_file = fine_tuning.resolve_config_and_vocab(params, check_files=True,
-                                                            check_config=True)
-  config_lib.check_vocab_size(len(tokenization.load_vocab(vocab_file)), config, vocab_file)
-  return config, vocab_file, params.do_lower_case
 
 
 class FeatureExtractor:
@@ -130,16 +99,35 @@ class FeatureExtractor:
   @classmethod
   def from_checkpoint(cls, init_checkpoint: str, bert_config_file: Optional[str] = None,
                       vocab_file: Optional[str] = None, **kwargs) -> "FeatureExtractor":
-    """An extractor with weights from a Hugging Face directory, an original TF1
-    checkpoint or ours (see :func:`resolve_config_and_vocab` for the files).
+    """An extractor with the weights of any starting point: a Hugging Face
+    directory or ``hf://`` name, an original TF1 checkpoint or release
+    directory, one of our runs (``best/`` when kept, else the newest) or
+    checkpoints, a ``.keras`` file.
+
+    The config, vocab and casing come from the starting point's preset
+    loader, the flags overriding, as for every training tool
+    (:func:`bert_tf.tasks.fine_tuning.resolve_config_and_vocab`: ``do_lower_case``
+    left at True takes a recorded casing); the vocab's size is checked
+    against the config; the weights load by
+    :func:`bert_tf.modeling.presets.load_weights`.
+
+    Args:
+      init_checkpoint: the starting point.
+      bert_config_file, vocab_file: the flags (None: the starting point's).
+      **kwargs: :class:`FeatureExtractor` arguments (``do_lower_case``, ...).
 
     Raises:
-      CheckpointError, ConfigError, VocabError, InputError, ParamsError.
+      CheckpointError, ConfigError, VocabError, InputError, ParamsError:
+        naming the flag (``argument``).
     """
-    config, vocab_file, kwargs["do_lower_case"] = resolve_config_and_vocab(
-        init_checkpoint, bert_config_file, vocab_file, kwargs.get("do_lower_case", True))
+    params = types.SimpleNamespace(init_checkpoint=init_checkpoint,
+                                   bert_config_file=bert_config_file, vocab_file=vocab_file,
+                                   do_lower_case=kwargs.get("do_lower_case", True))
+    config, vocab_file = fine_tuning.resolve_config_and_vocab(params)
+    config_lib.check_vocab_size(len(tokenization.load_vocab(vocab_file)), config, vocab_file)
+    kwargs["do_lower_case"] = params.do_lower_case
     encoder = encoder_lib.BertEncoder(config, name="bert")
-    what = checkpoints.load_encoder_weights(encoder, init_checkpoint)
+    what = presets.load_weights(encoder, init_checkpoint)
     logging.info("extract_features: loaded %s", what)
     return cls(encoder, vocab_file, **kwargs)
 

@@ -9,8 +9,9 @@
   task's params class subclasses one and redeclares a field only where its
   default or help differs (a redeclared field keeps its place; the tools
   list their flags by name).
-* Files: :func:`resolve_config_and_vocab` (the model's config and vocab from
-  the flags, a Hugging Face directory or the files of a finished run),
+* Files: :func:`model_files` / :func:`resolve_config_and_vocab` (the
+  model's config, vocab and casing from the ``--init_checkpoint``'s preset
+  loader, the flags overriding, or the files of a finished run),
   :func:`existing` (a named file that must exist), :func:`data_path` (a file
   flag relative to ``--data_dir``), and :meth:`FineTuningTask.write_run_files`
   (``bert_config.json``, ``vocab.txt`` and the task's settings file beside
@@ -43,7 +44,7 @@ import json
 import math
 import os
 import shutil
-from typing import Optional, Sequence
+from typing import Optional, Tuple
 import weakref
 
 from absl import logging
@@ -60,6 +61,7 @@ from bert_tf import preprocessing
 from bert_tf import run_dir
 from bert_tf import task_kinds
 from bert_tf import tokenization
+from bert_tf.modeling import presets
 from bert_tf.params import field
 from bert_tf.tasks import base
 
@@ -160,88 +162,133 @@ def data_path(params, name: str) -> str:
   return value
 
 
-def resolve_config_and_vocab(params, config_dirs: Sequence[str] = (),
-                             check_files: bool = False, check_config: bool = False):
-  """``(BertConfig, vocab_file)`` from the flags, a Hugging Face directory,
-  the checkpoint's own ``bert_config.json``, or one found in ``config_dirs``.
+@dataclasses.dataclass(frozen=True)
+class ModelFiles:
+  """What a run starts from (:func:`model_files`).
 
-  The config: ``--bert_config_file``; else the config that came with
-  ``--init_checkpoint`` (a Hugging Face directory's
-  ``config.json``, or ``bert_config.json`` beside an original or our
-  checkpoint: :func:`bert_tf.checkpoints.checkpoint_config`, as
-  ``run_pretraining`` takes it, so a pretraining run's directory is a
-  starting point as it is); else the first ``<dir>/bert_config.json`` of
-  ``config_dirs`` that exists. The vocab:
-  ``--vocab_file``; else ``vocab.txt`` of the Hugging Face directory and,
-  with ``check_files``, beside the config (when it exists).
+  Attributes:
+    config: the model's :class:`bert_tf.config.BertConfig`.
+    config_file: the file it came from.
+    vocab_file: the WordPiece vocab, or None (none found).
+    do_lower_case: the casing the starting point records for that vocab (a
+      run's settings, a Hugging Face tokenizer, a ``.keras`` preprocessor);
+      None when it records none or the vocab is ``--vocab_file``'s.
+    loader: the ``--init_checkpoint``'s :class:`bert_tf.modeling.presets.PresetLoader`,
+      or None without one.
+  """
+  config: config_lib.BertConfig
+  config_file: Optional[str]
+  vocab_file: Optional[str]
+  do_lower_case: Optional[bool]
+  loader: Optional[presets.PresetLoader]
+
+
+def model_files(params) -> ModelFiles:
+  """The one answer to "what does this run start from", for every tool
+  (the fine-tuning tasks, ``run_pretraining.py``, ``extract_features.py``):
+  the ``--init_checkpoint``'s preset loader
+  (:func:`bert_tf.modeling.presets.get_preset_loader`, the one ``from_preset``
+  uses: a Hugging Face directory or ``hf://`` name, an original release or
+  checkpoint, one of our runs by the best-or-latest rule, a ``.keras`` file)
+  gives the config, the vocab and its casing; the flags override.
+
+  The config: ``--bert_config_file`` (refused when its architecture is not
+  the starting point's: :func:`bert_tf.modeling.presets.check_config_matches`);
+  else the starting point's; else ``bert_config.json`` of ``output_dir`` (a
+  finished run predicting or exporting). The vocab: ``--vocab_file``; else
+  the starting point's; else ``vocab.txt`` beside the config or in
+  ``output_dir``.
 
   Args:
-    params: a params dataclass with ``init_checkpoint``,
-      ``bert_config_file`` and ``vocab_file``.
-    config_dirs: where else to look for ``bert_config.json`` (the
-      ``output_dir`` of a finished run).
-    check_files: a ``--vocab_file`` must exist (InputError); the vocab
-      defaults to an existing ``vocab.txt`` only.
-    check_config: a ``--bert_config_file`` must exist (ConfigError).
+    params: with ``init_checkpoint``, ``bert_config_file`` and
+      ``vocab_file`` (each may be None), optionally ``output_dir``.
+
+  Returns:
+    :class:`ModelFiles`.
 
   Raises:
-    CheckpointError: ``--init_checkpoint`` does not exist (checked first);
-    ConfigError / VocabError: naming the flag that is missing;
-    InputError: with ``check_files``, a ``--vocab_file`` that does not exist.
+    CheckpointError: ``--init_checkpoint`` does not exist (checked first)
+      or holds no model; a ``--bert_config_file`` that does not fit it.
+    ConfigError: no config anywhere (naming ``bert_config_file``), a
+      ``--bert_config_file`` that does not exist or does not parse.
+    InputError: a ``--vocab_file`` that does not exist.
   """
-  ic = checkpoints.local_checkpoint(params.init_checkpoint)  # hf://ORG/NAME too
+  ic = checkpoints.local_checkpoint(getattr(params, "init_checkpoint", None))  # hf:// too
   check_init_checkpoint(ic)
-  hf = ic if (ic and checkpoints.is_hf_dir(ic)) else None
-  config_file = params.bert_config_file
-  if config_file:
-    if check_config:
-      existing(config_file, "bert_config_file", errors.ConfigError)
-    config = config_lib.BertConfig.from_json_file(config_file)
-    if ic and os.path.exists(ic):
-      checkpoints.check_config_matches(ic, config, config_file)
-  else:  # the config that came with the checkpoint (Hugging Face's included)
-    found = checkpoints.checkpoint_config(ic) if ic else None
-    if found is None:
-      paths = [p for p in (os.path.join(d, "bert_config.json") for d in config_dirs)
-               if os.path.exists(p)]
-      if not paths:
-        raise errors.ConfigError("bert_config_file is required unless init_checkpoint "
-                                 "is a Hugging Face BERT directory or has a "
-                                 "bert_config.json beside it", argument="bert_config_file")
-      found = paths[0], config_lib.BertConfig.from_json_file(paths[0])
-    config_file, config = found
-  vocab_file = params.vocab_file
+  loader = presets.get_preset_loader(ic, source="--init_checkpoint") if ic else None
+  run = getattr(params, "output_dir", None)
+  config_file, config = _model_config(params.bert_config_file, loader, run)
+  vocab_file, casing = params.vocab_file, None
   if vocab_file:
-    if check_files:
-      existing(vocab_file, "vocab_file")
-  elif check_files:
-    d = hf or os.path.dirname(os.path.abspath(config_file))
-    if hf:
-      vocab_file = checkpoints.hf_vocab_file(hf)
-    elif os.path.exists(os.path.join(d, "vocab.txt")):
-      vocab_file = os.path.join(d, "vocab.txt")
-  elif hf:
-    vocab_file = checkpoints.hf_vocab_file(hf) or os.path.join(hf, "vocab.txt")
-  # A run directory of ours carries its vocab.txt and casing (a pretraining
-  # run given its vocab, a fine-tuning run): --init_checkpoint=RUN needs no
-  # --vocab_file.
-  carried = run_dir.carried_vocab(ic) if ic and not params.vocab_file and not hf else None
-  if carried:
-    vocab_file = carried[0]
-    adopt_run_casing(params, carried[1].get("do_lower_case"), ic)
-  if not vocab_file:
+    existing(vocab_file, "vocab_file")
+  else:
+    vocab_file, casing = _model_vocab(loader, config_file, run)
+  return ModelFiles(config, config_file, vocab_file, casing, loader)
+
+
+def _model_config(config_file: Optional[str], loader, run: Optional[str]):
+  """``(path, BertConfig)``: the flag's, the starting point's, the run's."""
+  if config_file:
+    existing(config_file, "bert_config_file", errors.ConfigError)
+    config = config_lib.BertConfig.from_json_file(config_file)
+    if loader is not None:
+      presets.check_config_matches(loader, config, config_file)
+    return config_file, config
+  if loader is not None and loader.config_file() is not None:
+    return loader.config_file(), loader.config()
+  path = os.path.join(run, run_dir.BERT_CONFIG) if run else ""
+  if path and os.path.exists(path):
+    return path, config_lib.BertConfig.from_json_file(path)
+  raise errors.ConfigError("bert_config_file is required unless init_checkpoint "
+                           "is a Hugging Face BERT directory or has a "
+                           "bert_config.json beside it", argument="bert_config_file")
+
+
+def _model_vocab(loader, config_file: str, run: Optional[str]):
+  """``(vocab path or None, recorded casing or None)`` without the flag."""
+  if loader is not None:
+    vocab = loader.vocab_file()
+    if vocab and os.path.exists(vocab):
+      return vocab, loader.recorded_do_lower_case()
+  for d in (os.path.dirname(os.path.abspath(config_file)), run):
+    if d and os.path.exists(os.path.join(d, run_dir.VOCAB)):
+      return os.path.join(d, run_dir.VOCAB), None
+  return None, None
+
+
+def resolve_config_and_vocab(params) -> Tuple[config_lib.BertConfig, str]:
+  """``(BertConfig, vocab_file)`` of a fine-tuning task or
+  ``extract_features.py`` (:func:`model_files`), a vocab required; the
+  casing the starting point records becomes ``params.do_lower_case`` when
+  the flag is left at its default (:func:`adopt_run_casing`).
+
+  Args:
+    params: as :func:`model_files`, with ``do_lower_case`` (set in place).
+
+  Raises:
+    as :func:`model_files`; VocabError: no vocab (naming ``vocab_file``);
+    ParamsError: ``do_lower_case=False`` against a lower-cased start model.
+  """
+  files = model_files(params)
+  if not files.vocab_file:
     raise errors.VocabError(
         "vocab_file is required unless init_checkpoint is a Hugging Face BERT "
-        "directory or a run directory that carries its vocab.txt (run_pretraining.py "
-        "copies the vocab it is given)", argument="vocab_file")
-  return config, vocab_file
+        "directory, has a vocab.txt beside it, or is a run directory that carries "
+        "its vocab.txt (run_pretraining.py copies the vocab it is given)",
+        argument="vocab_file")
+  if files.do_lower_case is not None:
+    adopt_run_casing(params, files.do_lower_case, params.init_checkpoint,
+                     files.loader.casing_record)
+  return files.config, files.vocab_file
 
 
-def adopt_run_casing(params, recorded: Optional[bool], init_checkpoint: str) -> None:
-  """``params.do_lower_case`` from the run that ``init_checkpoint`` is.
+def adopt_run_casing(params, recorded: Optional[bool], init_checkpoint: str,
+                     record: str = "run directory") -> None:
+  """``params.do_lower_case`` from the start model that ``init_checkpoint`` is.
 
-  The flag's default (True) takes the run's recorded casing; an explicit
-  ``--do_lower_case=False`` against a run trained on lower-cased text is
+  The flag's default (True) takes the recorded casing (``record``: what
+  records it, ``run directory``, ``tokenizer``); an explicit
+  ``--do_lower_case=False`` against a model trained on lower-cased text is
   refused (the original refuses a casing flag that contradicts a released
   checkpoint's name, ``validate_case_matches_checkpoint``).
 
@@ -257,8 +304,8 @@ def adopt_run_casing(params, recorded: Optional[bool], init_checkpoint: str) -> 
     params.do_lower_case = recorded
     return
   raise errors.ParamsError(
-      "do_lower_case=False, but %s was trained on lower-cased text (as its run "
-      "directory records): drop the flag" % init_checkpoint, argument="do_lower_case")
+      "do_lower_case=False, but %s was trained on lower-cased text (as its %s "
+      "records): drop the flag" % (init_checkpoint, record), argument="do_lower_case")
 
 
 def check_training_schedule(params) -> None:

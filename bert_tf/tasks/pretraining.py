@@ -34,7 +34,6 @@ from typing import Optional, Tuple
 
 import tensorflow as tf
 
-from bert_tf import checkpoints
 from bert_tf import config as config_lib
 from bert_tf import errors
 from bert_tf import io_utils
@@ -45,8 +44,10 @@ from bert_tf import tokenization
 from bert_tf.data.pretraining import documents
 from bert_tf.data.pretraining import input as pretraining_input
 from bert_tf.modeling import models
+from bert_tf.modeling import presets
 from bert_tf.params import field
 from bert_tf.tasks import base
+from bert_tf.tasks import fine_tuning
 
 DTYPES = precision.DTYPES
 OPTIMIZERS = ("adamw_original", "adamw", "lamb")
@@ -74,7 +75,7 @@ class PretrainingParams:
   nsp: bool = field(True, "Train the next-sentence head (False: the paper's No-NSP ablation).")
   seed: int = field(12345, "Shuffle, dropout and initialization seed.")
   stop_at_step: Optional[int] = field(None, "Stop (with a checkpoint) at this step; a rerun resumes to --num_train_steps.")
-  vocab_file: Optional[str] = field(None, "Vocab of the model (the one the records were made with); default: vocab.txt beside --bert_config_file or --init_checkpoint, else a Hugging Face --init_checkpoint's (tokenizer.json's vocab too), else the one an --input_file manifest records. Checked against vocab_size; copied into --output_dir with its casing, so fine-tuning with --init_checkpoint=OUTPUT_DIR needs no --vocab_file.")
+  vocab_file: Optional[str] = field(None, "Vocab of the model (the one the records were made with); default: the --init_checkpoint's (vocab.txt of its run or release directory; a Hugging Face directory's, tokenizer.json's vocab too), else vocab.txt beside --bert_config_file, else the one an --input_file manifest records. Checked against vocab_size; copied into --output_dir with its casing, so fine-tuning with --init_checkpoint=OUTPUT_DIR needs no --vocab_file.")
   num_accumulation_steps: int = field(1, "Split each replica's batch into this many micro-batches; one update from their summed gradients.")
   dtype: str = field("float32", "Compute dtype policy (mixed_float16 adds dynamic loss scaling; auto: mixed_bfloat16 where the CPU has bf16 units (avx512_bf16/amx_bf16) or on a TPU, else float32).", choices=DTYPES)
   jit_compile: bool = field(False, "XLA-compile the forward and backward pass.")
@@ -89,48 +90,39 @@ class PretrainingParams:
 build_pretrainer = models.build_pretrainer
 
 
-def default_vocab_file(config_file: str, init_checkpoint: Optional[str] = None,
-                       input_file: str = "") -> Optional[str]:
-  """The vocab ``run_pretraining.py`` takes when ``--vocab_file`` is not set.
-
-  In order: a ``vocab.txt`` beside ``config_file`` or ``init_checkpoint``;
-  a Hugging Face ``init_checkpoint``'s vocab (``tokenizer.json``'s WordPiece
-  vocab when it has no ``vocab.txt``, as transformers 5 saves it:
-  :func:`bert_tf.checkpoints.hf_vocab_file`); the vocab a data manifest
-  given as ``input_file`` records (``--runner=beam``'s
-  ``<output_file>.json``). The run directory keeps a copy (``vocab.txt``,
-  with its casing), for fine-tuning with ``--init_checkpoint=RUN``.
+def model_files(params) -> fine_tuning.ModelFiles:
+  """The config and vocab ``run_pretraining.py`` starts from: those of
+  :func:`bert_tf.tasks.fine_tuning.model_files` (``--bert_config_file`` /
+  ``--vocab_file``, else the ``--init_checkpoint``'s preset loader: a
+  Hugging Face directory's ``config.json`` and vocab, ``tokenizer.json``'s
+  WordPiece vocab when it has no ``vocab.txt`` as transformers 5 saves it;
+  a run's or release directory's files; else the files beside the config
+  or in ``output_dir``), and without a vocab there the one a data manifest
+  given as ``--input_file`` records (``--runner=beam``'s
+  ``<output_file>.json``). The run directory keeps a copy of the vocab
+  (``vocab.txt``, with its casing), for fine-tuning with
+  ``--init_checkpoint=RUN``.
 
   Args:
-    config_file: the model's ``bert_config.json`` / ``config.json`` path.
-    init_checkpoint: the flag (a checkpoint, a run or Hugging Face
-      directory, ``hf://ORG/NAME``), or None.
-    input_file: the flag (comma-separated patterns).
+    params: with ``init_checkpoint``, ``bert_config_file``, ``vocab_file``,
+      ``input_file`` (comma-separated patterns), optionally ``output_dir``.
 
   Returns:
-    a file path, or None (nothing found: the run records no vocab).
+    :class:`bert_tf.tasks.fine_tuning.ModelFiles` (``vocab_file`` None:
+    nothing found, the run records no vocab).
 
   Raises:
-    errors.CheckpointError: a Hugging Face ``tokenizer.json`` that is not
-      BERT WordPiece.
+    as :func:`bert_tf.tasks.fine_tuning.model_files`.
   """
-  places = [os.path.dirname(os.path.abspath(config_file))]
-  if init_checkpoint:
-    ic = init_checkpoint
-    places.append(ic if os.path.isdir(ic) else os.path.dirname(os.path.abspath(ic)))
-  for d in places:
-    if os.path.exists(os.path.join(d, "vocab.txt")):
-      return os.path.join(d, "vocab.txt")
-  if init_checkpoint and checkpoints.is_hf_dir(init_checkpoint):
-    found = checkpoints.hf_vocab_file(init_checkpoint)
-    if found:
-      return found
-  for pattern in (input_file or "").split(","):
+  files = fine_tuning.model_files(params)
+  if files.vocab_file:
+    return files
+  for pattern in (params.input_file or "").split(","):
     recorded = (documents.manifest_flags(pattern.strip()) or {}).get("vocab_file") \
         if pattern.strip() else None
     if recorded and os.path.exists(recorded):
-      return recorded
-  return None
+      return dataclasses.replace(files, vocab_file=recorded, do_lower_case=None)
+  return files
 
 
 def tokenizer_settings(params: PretrainingParams) -> dict:
@@ -456,8 +448,12 @@ class PretrainingTask(base.Task):
     return models.build_pretrainer(self.config, nsp=self.params.nsp)
 
   def initialize(self, model):
+    """``--init_checkpoint``: the encoder and the heads the start model has
+    (:func:`bert_tf.modeling.presets.load_weights`; the line names the heads
+    that start from a random init)."""
     if self.params.init_checkpoint:
-      return checkpoints.load_pretrainer_weights(model, self.params.init_checkpoint)
+      return presets.load_weights(model, self.params.init_checkpoint,
+                                  models.PRETRAINER_TASK)
     return None
 
   def write_run_files(self, output_dir: str) -> None:

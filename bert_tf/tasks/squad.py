@@ -42,7 +42,6 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import task_kinds
-from bert_tf import checkpoints
 from bert_tf import config as config_lib
 from bert_tf import errors
 from bert_tf import preprocessing
@@ -50,6 +49,7 @@ from bert_tf import squad_metrics
 from bert_tf import tokenization
 from bert_tf.data import squad as squad_data
 from bert_tf.modeling import models
+from bert_tf.modeling import presets
 from bert_tf.params import field
 from bert_tf.tasks import base
 from bert_tf.tasks import fine_tuning
@@ -152,27 +152,6 @@ def steps_summary(num_steps: int, num_examples: int, num_features: int,
   return ("SQuAD training: %d steps = %d of %d windows per epoch (--epochs_over=%s: "
           "%s; %d questions)" % (num_steps, per_epoch, num_features, epochs_over, rule,
                                  num_examples))
-
-
-def resolve_config_and_vocab(params: SquadParams):
-  """``(BertConfig, vocab_file)`` from the flags, a Hugging Face directory, or
-  the files beside the checkpoint.
-
-  ``--bert_config_file``; else a Hugging Face ``--init_checkpoint``'s
-  ``config.json``; else ``bert_config.json`` in the ``--init_checkpoint``
-  directory (or beside its prefix) or in ``--output_dir`` (predicting with a
-  finished run). The vocab: ``--vocab_file``, else ``vocab.txt`` of the
-  Hugging Face directory or beside the config.
-
-  Source: the original's required ``--bert_config_file`` / ``--vocab_file``
-  (``run_squad.main``), with the defaults above added.
-
-  Raises:
-    ConfigError / VocabError: naming the flag that is missing;
-    InputError: a ``--vocab_file`` that does not exist.
-  """
-  return fine_tuning.resolve_config_and_vocab(
-      params, config_dirs=[params.output_dir], check_files=True)
 
 
 def has_gold_answers(predict_file: str) -> bool:
@@ -364,7 +343,7 @@ class QuestionAnsweringTask(fine_tuning.FineTuningTask):
                                argument="epochs_over")
     base.check_positive(p, ("train_batch_size", "predict_batch_size",
                              "n_best_size", "max_answer_length"))
-    config, vocab_file = resolve_config_and_vocab(p)
+    config, vocab_file = fine_tuning.resolve_config_and_vocab(p)
     fine_tuning.check_max_seq_length(
         p, config, "Cannot use sequence length %d because the BERT model was only "
         "trained up to sequence length %d (max_position_embeddings)")
@@ -484,7 +463,9 @@ class QuestionAnsweringTask(fine_tuning.FineTuningTask):
     return models.build_question_answerer(self.config)
 
   def load_weights(self, model, path):
-    return checkpoints.load_question_answerer_weights(model, path)
+    """``--init_checkpoint``: the encoder, and the SQuAD head where the start
+    model has one (:func:`bert_tf.modeling.presets.load_weights`)."""
+    return presets.load_weights(model, path, models.QUESTION_ANSWERER_TASK)
 
   def serving_info(self) -> dict:
     """What a SQuAD export needs beside the model: ``vocab_file`` and the

@@ -38,6 +38,7 @@ from bert_tf import preprocessing
 from bert_tf.data import classifier_data
 from bert_tf.data import swag as swag_data
 from bert_tf.modeling import multiple_choice
+from bert_tf.modeling import presets
 from bert_tf.params import field
 from bert_tf.tasks import base
 from bert_tf.tasks import fine_tuning
@@ -71,18 +72,6 @@ class SwagParams(fine_tuning.SplitFilesParams, fine_tuning.SkipPaddingParams):
   eval_batch_size: int = field(8, "Batch size for eval.")
   export_dir: Optional[str] = field(None, "Export a SavedModel (context + endings strings in, probabilities out) to EXPORT_DIR/<version>/.")
   max_examples: Optional[int] = field(None, "Read at most this many examples of each file (quick runs).")
-
-
-def resolve_config_and_vocab(params: SwagParams):
-  """``(BertConfig, vocab_file)`` from the flags, a Hugging Face directory,
-  or ``bert_config.json`` / ``vocab.txt`` in ``output_dir`` (a finished run).
-
-  Raises:
-    ConfigError / VocabError: naming the flag that is missing;
-    InputError: a ``--vocab_file`` that does not exist.
-  """
-  return fine_tuning.resolve_config_and_vocab(
-      params, config_dirs=(params.output_dir,), check_files=True, check_config=True)
 
 
 data_path = fine_tuning.data_path
@@ -203,7 +192,7 @@ class MultipleChoiceTask(fine_tuning.FineTuningTask):
     self._set_actions(do_train, do_eval, do_predict)
     base.check_positive(p, ("train_batch_size", "eval_batch_size",
                              "predict_batch_size", "max_examples"))
-    self._set_preprocessor(*resolve_config_and_vocab(p))
+    self._set_preprocessor(*fine_tuning.resolve_config_and_vocab(p))
     self.num_choices = self.recorded_setting("num_choices")
     self.train = self._read("train_file", True) if self.do_train else []
     self.dev = self._read("dev_file", True) if self.do_eval else []
@@ -265,7 +254,9 @@ class MultipleChoiceTask(fine_tuning.FineTuningTask):
         self.config, skip_padding=self.params.skip_padding)
 
   def load_weights(self, model, path):
-    return multiple_choice.load_multiple_choice_weights(model, path)
+    """``--init_checkpoint``: the encoder, and the multiple-choice head where
+    the start model has one (:func:`bert_tf.modeling.presets.load_weights`)."""
+    return presets.load_weights(model, path, multiple_choice.MULTIPLE_CHOICE_TASK)
 
   def serving_info(self) -> dict:
     """What an export needs beside the model: the ``preprocessor`` and

@@ -39,6 +39,7 @@ from bert_tf import preprocessing
 from bert_tf import task_kinds
 from bert_tf.data import classifier_data
 from bert_tf.data import conll
+from bert_tf.modeling import presets
 from bert_tf.modeling import tagging
 from bert_tf.params import field
 from bert_tf.tasks import base
@@ -163,8 +164,7 @@ class TokenTaggingTask(fine_tuning.FineTuningTask):
     self._set_actions()
     base.check_positive(p, ("train_batch_size", "eval_batch_size",
                              "predict_batch_size", "doc_stride", "max_examples"))
-    self._set_preprocessor(*fine_tuning.resolve_config_and_vocab(
-        p, config_dirs=(p.output_dir,), check_files=True, check_config=True))
+    self._set_preprocessor(*fine_tuning.resolve_config_and_vocab(p))
     self.tagging_preprocessor = tagging.TaggingPreprocessor(self.preprocessor,
                                                             p.doc_stride)
     self.labels = self._given_labels()
@@ -249,7 +249,10 @@ class TokenTaggingTask(fine_tuning.FineTuningTask):
                                        skip_padding=self.params.skip_padding)
 
   def load_weights(self, model, path):
-    return tagging.load_tagging_weights(model, path)
+    """``--init_checkpoint``: the encoder, and the token-classification head
+    where the start model has one of these labels
+    (:func:`bert_tf.modeling.presets.load_weights`)."""
+    return presets.load_weights(model, path, tagging.TAGGING_TASK)
 
   def run_config(self) -> dict:
     """``ner_config.json``: ``labels``, ``do_lower_case``,

@@ -133,8 +133,73 @@ def test_each_source_loads_the_same_classifier(sources):
   np.testing.assert_array_equal(ft(x), want)
   enc = encoder_lib.BertEncoder.from_preset(sources["orig"])
   _same(enc, tuned.encoder)
-  with pytest.raises(ValueError, match="unknown number of labels; pass num_labels"):
+  with pytest.raises(errors.ConfigError, match="unknown number of labels; pass num_labels"):
     tagging.BertTokenClassifier.from_preset(sources["orig"])
+
+
+def test_init_checkpoint_takes_what_from_preset_takes(sources):
+  """``--init_checkpoint`` (:func:`presets.load_weights`) reads a run
+  directory by the one best-or-latest rule (``best/``: the tuned weights,
+  not the newest checkpoint's) and a release directory's ``bert_model.ckpt``,
+  as ``from_preset`` does; a task model's head comes along where the start
+  model has it, and the line says which weights it was."""
+  tuned = sources["tuned"]
+  for name in ("run", "orig"):
+    enc = encoder_lib.BertEncoder(CONFIG, name="bert")
+    what = presets.load_weights(enc, sources[name])
+    _same(enc, tuned.encoder)
+    assert what.endswith(("best/ckpt-1", "bert_model.ckpt")), what
+  clf = models.build_classifier(CONFIG, 3)
+  what = presets.load_weights(clf, sources["run"])  # the class's head spec
+  _same(clf, tuned)
+  assert what.endswith("best/ckpt-1 (with the classification head)"), what
+  clf = models.build_classifier(CONFIG, 3)
+  head = clf.classifier.output_bias.numpy().copy()
+  assert "(with" not in presets.load_weights(clf, sources["run"], presets.ENCODER)
+  np.testing.assert_array_equal(clf.classifier.output_bias.numpy(), head)
+  with pytest.raises(errors.CheckpointError, match="--init_checkpoint: .* does not "
+                     "exist") as e:
+    presets.load_weights(clf, sources["run"] + "-nothing")
+  assert e.value.argument == "init_checkpoint"
+
+
+def test_a_run_model_is_rebuilt_from_its_settings_with_no_branch_per_kind(sources):
+  """``from_run_settings``: the kind record's model class and the run's
+  settings file rebuild the model a run trained; its checkpoint restores
+  into it whole (strict), giving the tuned logits."""
+  from bert_tf import run_dir, task_kinds  # pylint: disable=g-import-not-at-top
+  run = sources["run"]
+  with open(os.path.join(run, "classifier_config.json"), encoding="utf-8") as f:
+    settings = json.load(f)
+  cls = task_kinds.get("classifier").attribute("model_class")
+  model = cls.from_run_settings(CONFIG.to_dict(), settings)
+  assert type(model) is models.BertClassifier and model.label_names == ["a", "b", "c"]
+  checkpoints.restore_object_checkpoint(run_dir.model_checkpoint(run), "test", model=model)
+  _same(model, sources["tuned"])
+  reg = cls.from_run_settings(CONFIG, {"is_regression": True, "labels": []})
+  multi = cls.from_run_settings(CONFIG, {"labels": ["x", "y"], "multi_label": True})
+  assert (reg.num_labels, reg.problem_type) == (1, "regression")
+  assert (multi.num_labels, multi.problem_type) == (2, "multi_label_classification")
+  tagger = task_kinds.get("ner").attribute("model_class").from_run_settings(
+      CONFIG, {"labels": ["O", "B-PER", "I-PER"]})
+  assert (tagger.num_labels, tagger.label_names) == (3, ["O", "B-PER", "I-PER"])
+  for kind in ("squad", "swag"):
+    got = task_kinds.get(kind).attribute("model_class").from_run_settings(CONFIG, {})
+    assert type(got).__name__ == task_kinds.get(kind).model_class.rsplit(":", 1)[1]
+  for name in ("classifier", "ner"):
+    with pytest.raises(errors.ConfigError, match="record no labels") as e:
+      task_kinds.get(name).attribute("model_class").from_run_settings(CONFIG, {})
+    assert e.value.argument == "labels"
+  # One refusal, one error class, in every class with labels.
+  for cls in (models.BertClassifier, tagging.BertTokenClassifier):
+    with pytest.raises(errors.ConfigError, match="unknown number of labels; pass "
+                       "num_labels") as e:
+      cls.from_preset(sources["orig"])
+    assert e.value.argument == "num_labels"
+    with pytest.raises(errors.ParamsError, match="num_labels must be at least 1"):
+      cls(CONFIG, 0)
+  with pytest.raises(errors.ParamsError, match="takes token ids"):
+    models.BertPretrainer.from_preset(sources["orig"], preprocessor=True)
 
 
 def test_no_loader_names_what_is_missing(tmp_path):

@@ -20,6 +20,7 @@ from bert_tf import preprocessing
 from bert_tf.modeling import encoder as encoder_lib
 from bert_tf.modeling import layers as bert_layers
 from bert_tf.modeling import presets
+from bert_tf.modeling import task_model
 
 
 def _classifier_tf1_variables(model) -> list:
@@ -269,7 +270,7 @@ class TextInputsMixin:
     what is counted (``texts``; ``choice sequences``).
 
   Raises:
-    ValueError: text given to a model built without a preprocessor.
+    ParamsError: text given to a model built without a preprocessor.
 
   Example::
 
@@ -291,11 +292,12 @@ class TextInputsMixin:
 
   def _require_preprocessor(self):
     if self.preprocessor is None:
-      raise ValueError(
+      raise errors.ParamsError(
           "%s %r got text but was built without a preprocessor: build it with "
           "preprocessor=BertPreprocessor(vocab_file, do_lower_case, max_seq_length) "
           "or from_preset(..., preprocessor=True), or pass a dict of int "
-          "input_ids, input_mask, segment_ids" % (type(self).__name__, self.name))
+          "input_ids, input_mask, segment_ids" % (type(self).__name__, self.name),
+          argument="preprocessor")
     return self.preprocessor.bert_preprocessor
 
   def __call__(self, inputs, *args, **kwargs):
@@ -328,8 +330,8 @@ class TextInputsMixin:
       return None
     if isinstance(x, tf.data.Dataset):
       if y is not None or sample_weight is not None:
-        raise ValueError("%s: pass labels inside the tf.data.Dataset, not as y="
-                         % type(self).__name__)
+        raise errors.ParamsError("%s: pass labels inside the tf.data.Dataset, not as y="
+                                 % type(self).__name__, argument="y")
       ds = x
     else:
       parts = [_to_tensors(x)]
@@ -364,15 +366,16 @@ class TextInputsMixin:
     ``validation_data``: ``(x, y)`` (or a dataset) of text or ids.
 
     Raises:
-      ValueError: text ``x`` without a preprocessor, or with
+      ParamsError: text ``x`` without a preprocessor, or with
         ``validation_split`` (pass ``validation_data``).
     """
     tally = preprocessing.CutTally()
     ds = self._text_dataset(x, y, sample_weight, batch_size, shuffle, tally)
     if ds is not None:
       if validation_split:
-        raise ValueError("%s.fit on text: validation_split is not supported, pass "
-                         "validation_data" % type(self).__name__)
+        raise errors.ParamsError("%s.fit on text: validation_split is not supported, "
+                                 "pass validation_data" % type(self).__name__,
+                                 argument="validation_split")
       x, y, sample_weight, batch_size = ds, None, None, None
     if validation_data is not None and not isinstance(validation_data, tf.data.Dataset):
       vx, vy, vw = _unpack(tuple(validation_data))
@@ -405,7 +408,7 @@ class TextInputsMixin:
     """
     opt = getattr(self, "optimizer", None)
     if (opt is not None and not opt.built
-        and all(layer.built for layer in self._flatten_layers())):  # pylint: disable=no-member
+        and all(layer.built for layer in bert_layers.all_layers(self))):
       opt.build(self.trainable_variables)  # pylint: disable=no-member
     return super().make_train_function(force)  # pylint: disable=no-member
 
@@ -456,11 +459,6 @@ class TextInputsMixin:
     finally:
       self.optimizer, self.compiled = optimizer, True
 
-  def _text_config(self) -> dict:
-    """``{"preprocessor": <its Keras config>}`` or ``{}``."""
-    if self.preprocessor is None:
-      return {}
-    return {"preprocessor": keras.saving.serialize_keras_object(self.preprocessor)}
 
 
 def text_pair(x, names=("text_a", "text_b")):
@@ -605,7 +603,7 @@ class DenseHead(keras.layers.Layer):
 
 
 @bert_layers.serializable
-class BertPretrainer(keras.Model):
+class BertPretrainer(task_model.TaskModel):
   """Encoder + masked-LM head (+ next-sentence head unless ``nsp=False``).
 
   Sub-layers: ``bert`` (:class:`BertEncoder`), ``predictions``
@@ -627,6 +625,13 @@ class BertPretrainer(keras.Model):
   Raises:
     ConfigError: ``config`` is neither a ``BertConfig`` nor a valid dict.
 
+  ``from_preset`` (:meth:`bert_tf.modeling.task_model.TaskModel.from_preset`)
+  loads the heads (``cls/predictions``, ``cls/seq_relationship``) from an
+  original ``bert_model.ckpt``, a Hugging Face ``BertForPreTraining``
+  directory, our pretraining runs and ``.keras`` pretrainers; from an
+  encoder-only checkpoint (a Hugging Face ``BertModel``, a classifier) only
+  the encoder, the heads keeping their initialization. It takes ``nsp=``.
+
   Example:
     >>> model = BertPretrainer(config_lib.preset("tiny"))
     >>> inputs = dict(model.encoder.dummy_inputs(batch=2, seq_len=16),
@@ -636,6 +641,10 @@ class BertPretrainer(keras.Model):
     >>> model.save("/tmp/pretrainer.keras")  # doctest: +SKIP
     >>> model = BertPretrainer.from_preset("uncased_L-12_H-768_A-12")  # doctest: +SKIP
   """
+
+  preset_task = PRETRAINER_TASK
+  config_fields = ("nsp",)
+  takes_preprocessor = False
 
   def __init__(self, config: "config_lib.BertConfig | dict", nsp: bool = True,
                **kwargs):
@@ -649,44 +658,6 @@ class BertPretrainer(keras.Model):
     self.next_sentence = (DenseHead(config, 2, name="seq_relationship")
                           if nsp else None)
     self.built = True  # every weight exists: .keras loading needs no build
-
-  def get_config(self) -> dict:
-    """Keras config: ``name``, ``trainable``, ``dtype``, ``config``, ``nsp``."""
-    return dict(_model_base_config(self), config=self.config.to_dict(), nsp=self.nsp)
-
-  @classmethod
-  def from_config(cls, config: dict) -> "BertPretrainer":
-    """Inverse of :meth:`get_config`."""
-    return cls(**config)
-
-  @classmethod
-  def from_preset(cls, preset: str, nsp: bool = True,
-                  config: "config_lib.BertConfig | None" = None,
-                  **kwargs) -> "BertPretrainer":
-    """A pretrainer with pretrained weights (see :meth:`BertEncoder.from_preset`).
-
-    The heads (``cls/predictions``, ``cls/seq_relationship``) are loaded
-    from an original ``bert_model.ckpt``, a Hugging Face
-    ``BertForPreTraining`` directory, our pretraining runs and ``.keras``
-    pretrainers; from an encoder-only checkpoint (a Hugging Face
-    ``BertModel``, a classifier) only the encoder is, the heads keep their
-    initialization.
-
-    Args:
-      preset: a path, see :meth:`BertEncoder.from_preset`.
-      nsp: build the next-sentence head.
-      config: the BertConfig when no ``bert_config.json`` sits beside
-        ``preset``.
-      **kwargs: model keyword arguments (``name``, ``dtype``).
-
-    Returns:
-      a :class:`BertPretrainer`.
-
-    Raises:
-      CheckpointError, ConfigError: as :meth:`BertEncoder.from_preset`.
-    """
-    return presets.get_preset_loader(preset).build(
-        lambda c: cls(c, nsp=nsp, **kwargs), PRETRAINER_TASK, config)
 
   def call(self, inputs, training=False):
     # Only [CLS] (the pooler) and the masked positions of the last layer are
@@ -703,7 +674,7 @@ class BertPretrainer(keras.Model):
 
 
 @bert_layers.serializable
-class BertClassifier(TextInputsMixin, keras.Model):
+class BertClassifier(TextInputsMixin, task_model.TaskModel):
   """Encoder + dropout on ``pooled_output`` + a dense head (original run_classifier).
 
   ``num_labels == 1`` makes a regression model (STS-B). Sub-layers ``bert``
@@ -751,9 +722,22 @@ class BertClassifier(TextInputsMixin, keras.Model):
 
   Raises:
     ConfigError: ``config`` is neither a ``BertConfig`` nor a valid dict.
-    ParamsError: ``id2label`` without ``num_labels`` names, an unknown
-      ``problem_type``, a preprocessor longer than ``max_position_embeddings``.
-    ValueError: text input to a model without a preprocessor.
+    ParamsError: ``num_labels`` below 1, ``id2label`` without ``num_labels``
+      names, an unknown ``problem_type``, a preprocessor longer than
+      ``max_position_embeddings``; text input to a model without a
+      preprocessor.
+
+  ``from_preset`` (:meth:`bert_tf.modeling.task_model.TaskModel.from_preset`)
+  loads the head too when the preset is a classifier (a ``.keras``
+  classifier, our ``run_classifier`` output directory, an original
+  fine-tuned ``model.ckpt-N`` with ``output_weights``, a Hugging Face
+  ``BertForSequenceClassification``: ``classifier.weight`` [L, H],
+  ``classifier.bias``) of ``num_labels`` classes (default: the preset's),
+  with its label names (``id2label``, a run's ``labels``) and
+  ``problem_type``; otherwise only the encoder is loaded and the head keeps
+  its initialization (TruncatedNormal(0.02) weights, zero bias).
+  ``from_run_settings`` takes ``labels``, ``is_regression`` (one output)
+  and ``multi_label`` of a ``classifier_config.json``.
 
   Example:
     >>> model = BertClassifier.from_preset("all-MiniLM-L6-v2/", num_labels=2,  # doctest: +SKIP
@@ -767,13 +751,17 @@ class BertClassifier(TextInputsMixin, keras.Model):
     TensorShape([2, 3])
   """
 
+  preset_task = CLASSIFIER_TASK
+  config_fields = ("num_labels", "skip_padding", "problem_type")
+  label_fields = ("num_labels", "id2label", "problem_type")
+
   def __init__(self, config: "config_lib.BertConfig | dict", num_labels: int,
                skip_padding: bool = True, preprocessor=None, id2label=None,
                problem_type: Optional[str] = None, **kwargs):
     super().__init__(**kwargs)
     config = config_lib.as_bert_config(config)
     self.config = config
-    self.num_labels = num_labels
+    self.num_labels = num_labels = task_model.check_num_labels(num_labels)
     self.skip_padding = bool(skip_padding)
     self.id2label = normalize_id2label(id2label, num_labels)
     if problem_type is None:
@@ -806,10 +794,11 @@ class BertClassifier(TextInputsMixin, keras.Model):
       list (one entry per example) of str, or of lists of str.
 
     Raises:
-      ValueError: a regression model (it has no labels).
+      ParamsError: a regression model (it has no labels).
     """
     if self.problem_type == "regression":
-      raise ValueError("%s is a regression model: use predict() for its scores" % self.name)
+      raise errors.ParamsError("%s is a regression model: use predict() for its scores"
+                               % self.name, argument="problem_type")
     logits = np.asarray(self.predict(x, **kwargs))
     names = self.label_names or [str(i) for i in range(self.num_labels)]
     if self.problem_type == "multi_label_classification":
@@ -817,77 +806,22 @@ class BertClassifier(TextInputsMixin, keras.Model):
       return [[names[j] for j in np.flatnonzero(row >= threshold)] for row in probs]
     return [names[int(i)] for i in np.argmax(logits, axis=-1)]
 
-  def get_config(self) -> dict:
-    """Keras config: ``name``, ``trainable``, ``dtype``, ``config``,
-    ``num_labels``, ``skip_padding``, ``problem_type``, ``id2label``
-    (``{"0": name, ...}``) when named, and ``preprocessor`` when it has one."""
-    named = {} if self.id2label is None else {
-        "id2label": {str(i): n for i, n in sorted(self.id2label.items())}}
-    return dict(_model_base_config(self), config=self.config.to_dict(),
-                num_labels=self.num_labels, skip_padding=self.skip_padding,
-                problem_type=self.problem_type, **named, **self._text_config())
-
   @classmethod
-  def from_config(cls, config: dict) -> "BertClassifier":
-    """Inverse of :meth:`get_config`."""
-    return cls(**config)
-
-  @classmethod
-  def from_preset(cls, preset: str, num_labels: Optional[int] = None,
-                  config: "config_lib.BertConfig | None" = None,
-                  preprocessor=None, max_seq_length: Optional[int] = None,
-                  **kwargs) -> "BertClassifier":
-    """A classifier with pretrained weights (see :meth:`BertEncoder.from_preset`).
-
-    The head is loaded too when the preset is a classifier (a ``.keras``
-    classifier, our ``run_classifier`` output directory, an original
-    fine-tuned ``model.ckpt-N`` with ``output_weights``, a Hugging Face
-    ``BertForSequenceClassification``: ``classifier.weight`` [L, H],
-    ``classifier.bias``) of ``num_labels`` classes, with its label names
-    (``id2label``, a run's ``labels``) and ``problem_type``; otherwise only
-    the encoder is and the head keeps its initialization
-    (TruncatedNormal(0.02) weights, zero bias; a Hugging Face directory
-    without the head says so in one warning line).
-
-    Args:
-      preset: a path or ``hf://ORG/NAME[@REVISION]``, see
-        :meth:`BertEncoder.from_preset`.
-      num_labels: number of classes; None takes the preset's (a fine-tuned
-        one's), else raises.
-      config: the BertConfig when no ``bert_config.json`` sits beside
-        ``preset``.
-      preprocessor: True: the preset's own (:meth:`presets.PresetLoader.preprocessor`:
-        its vocab, case and length); a ``BertPreprocessor``; None: ids only.
-      max_seq_length: with ``preprocessor=True``, its length (3 ..
-        ``max_position_embeddings``; keras-hub's ``sequence_length``).
-      **kwargs: model keyword arguments (``name``, ``dtype``, ``id2label``,
-        ``problem_type``: default the preset's).
-
-    Returns:
-      a :class:`BertClassifier`.
+  def run_settings_kwargs(cls, settings: dict) -> dict:
+    """``classifier_config.json`` -> ``num_labels`` (1 with ``is_regression``,
+    else the number of ``labels``), ``id2label`` (the labels) and
+    ``problem_type`` (``regression``; ``multi_label_classification`` with
+    ``multi_label``; else single-label).
 
     Raises:
-      ConfigError: ``num_labels`` None and the preset is not a classifier.
-      CheckpointError: as :meth:`BertEncoder.from_preset`; a ``num_labels``
-        that disagrees with the preset's head (naming the tensor).
-      ParamsError: ``max_seq_length`` out of range.
-      VocabError: ``preprocessor=True`` and the preset has no vocab.
+      ConfigError: no ``labels`` for a classification run.
     """
-    loader = presets.get_preset_loader(preset)
-    if num_labels is None:
-      num_labels = loader.num_labels(CLASSIFIER_TASK)
-      if num_labels is None:
-        raise errors.ConfigError(
-            "BertClassifier.from_preset(%r): pass num_labels (the preset is "
-            "not a fine-tuned classifier)" % preset, argument="num_labels")
-    pre = loader.preprocessor(preprocessor, max_seq_length)
-    if loader.num_labels(CLASSIFIER_TASK) == num_labels:
-      if kwargs.get("id2label") is None:
-        kwargs["id2label"] = loader.labels(CLASSIFIER_TASK)
-      if kwargs.get("problem_type") is None:
-        kwargs["problem_type"] = loader.problem_type(CLASSIFIER_TASK)
-    return loader.build(lambda c: cls(c, num_labels, preprocessor=pre, **kwargs),
-                        CLASSIFIER_TASK, config)
+    if settings.get("is_regression"):
+      return {"num_labels": 1, "problem_type": "regression"}
+    labels = task_model.run_labels(settings, cls.__name__)
+    return {"num_labels": len(labels), "id2label": labels,
+            "problem_type": "multi_label_classification" if settings.get("multi_label")
+                            else "single_label_classification"}
 
   def text_features(self, x) -> dict:
     """Text -> ids as :class:`BertClassifier`'s call args say (export's
@@ -903,7 +837,7 @@ class BertClassifier(TextInputsMixin, keras.Model):
 
 
 @bert_layers.serializable
-class BertQuestionAnswerer(TextInputsMixin, keras.Model):
+class BertQuestionAnswerer(TextInputsMixin, task_model.TaskModel):
   """Encoder + the original SQuAD span head (paper section 4.2, ``run_squad.create_model``).
 
   ``logits = sequence_output @ output_weights^T + output_bias`` at every
@@ -949,6 +883,15 @@ class BertQuestionAnswerer(TextInputsMixin, keras.Model):
     ConfigError: ``config`` is neither a ``BertConfig`` nor a valid dict.
     ParamsError: ``max_query_length`` leaves no room for the context.
 
+  ``from_preset`` (:meth:`bert_tf.modeling.task_model.TaskModel.from_preset`)
+  loads the span head too when the preset has one: a Hugging Face
+  ``BertForQuestionAnswering`` directory (``qa_outputs.weight`` [2, H],
+  ``qa_outputs.bias``; its missing pooler keeps its initialization, it is
+  not used), an original fine-tuned ``run_squad.py`` checkpoint
+  (``cls/squad/output_weights``, ``cls/squad/output_bias``), our
+  ``run_squad`` runs and ``.keras`` question answerers; from any other
+  preset only the encoder, the head keeping its initialization.
+
   Example:
     >>> model = BertQuestionAnswerer(config_lib.preset("tiny"))
     >>> out = model(model.encoder.dummy_inputs(batch=2, seq_len=16))
@@ -957,6 +900,8 @@ class BertQuestionAnswerer(TextInputsMixin, keras.Model):
     >>> model = BertQuestionAnswerer.from_preset("hf_squad_dir/")  # doctest: +SKIP
     >>> model.save("/tmp/squad.keras")  # doctest: +SKIP
   """
+
+  preset_task = QUESTION_ANSWERER_TASK
 
   def __init__(self, config: "config_lib.BertConfig | dict", preprocessor=None,
                max_query_length: int = 64, **kwargs):
@@ -976,62 +921,21 @@ class BertQuestionAnswerer(TextInputsMixin, keras.Model):
           argument="max_query_length")
     self.built = True  # every weight exists: .keras loading needs no build
 
-  def get_config(self) -> dict:
-    """Keras config: ``name``, ``trainable``, ``dtype``, ``config``, and
-    ``preprocessor``, ``max_query_length`` when it has a preprocessor."""
-    text_config = self._text_config()
-    if text_config:
-      text_config["max_query_length"] = self.max_query_length
-    return dict(_model_base_config(self), config=self.config.to_dict(), **text_config)
-
-  @classmethod
-  def from_config(cls, config: dict) -> "BertQuestionAnswerer":
-    """Inverse of :meth:`get_config`."""
-    return cls(**config)
-
-  @classmethod
-  def from_preset(cls, preset: str,
-                  config: "config_lib.BertConfig | None" = None,
-                  preprocessor=None, max_seq_length: Optional[int] = None,
-                  **kwargs) -> "BertQuestionAnswerer":
-    """A question answerer with pretrained weights (see :meth:`BertEncoder.from_preset`).
-
-    The span head is loaded too when the preset has one: a Hugging Face
-    ``BertForQuestionAnswering`` directory (``qa_outputs.weight`` [2, H],
-    ``qa_outputs.bias``; its missing pooler keeps its initialization, it is
-    not used), an original fine-tuned ``run_squad.py`` checkpoint
-    (``cls/squad/output_weights``, ``cls/squad/output_bias``), our
-    ``run_squad`` runs and ``.keras`` question answerers. From any other
-    checkpoint only the encoder is loaded and the head keeps its
-    initialization.
-
-    Args:
-      preset: a path, see :meth:`BertEncoder.from_preset`.
-      config: the BertConfig when no ``bert_config.json`` sits beside
-        ``preset``.
-      preprocessor: True: the preset's own (:meth:`presets.PresetLoader.preprocessor`);
-        a ``BertPreprocessor``; None: ids only.
-      **kwargs: model keyword arguments (``name``, ``dtype``,
-        ``max_query_length``).
-
-    Returns:
-      a :class:`BertQuestionAnswerer`.
-
-    Raises:
-      CheckpointError: nothing loadable at ``preset``, weights that do not
-        fit the config, or only one of the two head weights present.
-      ConfigError: no config found, or an invalid one.
-    """
-    loader = presets.get_preset_loader(preset)
-    kwargs["preprocessor"] = loader.preprocessor(preprocessor, max_seq_length)
-    return loader.build(lambda c: cls(c, **kwargs), QUESTION_ANSWERER_TASK, config)
+  def extra_config(self) -> dict:
+    """``preprocessor`` and ``max_query_length`` when the model has a
+    preprocessor (:meth:`bert_tf.modeling.task_model.TaskModel.get_config`)."""
+    out = super().extra_config()
+    if "preprocessor" in out:
+      out["max_query_length"] = self.max_query_length
+    return out
 
   def text_features(self, x) -> dict:
     """``(question, context)`` -> the one window's ids [B, S] (see the call args)."""
     pre = self._require_preprocessor()
     question, context = text_pair(x, names=("question", "context"))
     if context is None:
-      raise ValueError("BertQuestionAnswerer takes (question, context) text pairs")
+      raise errors.ParamsError("BertQuestionAnswerer takes (question, context) text pairs",
+                               argument="x")
     query_ids = pre.tokenize(question)[:, :self.max_query_length]
     return pre.pack([query_ids, pre.tokenize(context)], truncation="waterfall")
 
@@ -1066,13 +970,6 @@ def span_loss(start_logits, end_logits, start_positions, end_positions):
     return tf.nn.sparse_softmax_cross_entropy_with_logits(
         labels=labels, logits=tf.cast(logits, tf.float32))
   return (ce(start_logits, start_positions) + ce(end_logits, end_positions)) / 2.0
-
-
-def _model_base_config(model):
-  """The base keys of a subclassed model's config (``name``, ``trainable``,
-  ``dtype``), without Keras' inferred constructor arguments."""
-  return {"name": model.name, "trainable": model.trainable,
-          "dtype": keras.saving.serialize_keras_object(model.dtype_policy)}
 
 
 def masked_lm_loss(logits, masked_lm_ids, masked_lm_weights):

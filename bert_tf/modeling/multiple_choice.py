@@ -13,9 +13,6 @@ pooled output, which the original code, having no SWAG script, lacks).
 
 from __future__ import annotations
 
-from typing import Optional
-
-import keras
 import tensorflow as tf
 
 from bert_tf import checkpoints
@@ -26,6 +23,7 @@ from bert_tf.modeling import encoder as encoder_lib
 from bert_tf.modeling import layers as bert_layers
 from bert_tf.modeling import models
 from bert_tf.modeling import presets
+from bert_tf.modeling import task_model
 
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
 # Hugging Face BertForMultipleChoice head -> our head variables (no transpose:
@@ -33,8 +31,34 @@ FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
 HF_HEAD = checkpoints.HF_CLASSIFIER_HEAD
 
 
+def load_hf_multiple_choice_head(model: "BertMultipleChoice",
+                                 model_dir: "str | huggingface.Tensors") -> bool:
+  """Loads a Hugging Face ``BertForMultipleChoice`` head (``classifier``).
+
+  Returns:
+    True when the directory had the head, False when it has none (e.g. a
+    plain ``BertModel``).
+
+  Raises:
+    CheckpointError: unreadable file, half a head (``classifier.weight``
+      without ``classifier.bias`` or the reverse), or a shape mismatch.
+  """
+  return checkpoints.load_hf_dense_head(
+      model.classifier, model_dir, "multiple-choice head",
+      "a BertForMultipleChoice head is [1, hidden] and [1]")
+
+
+# What from_preset and --init_checkpoint read beyond the encoder (see
+# presets.Task): the head of a Hugging Face BertForMultipleChoice; the score
+# reads the pooler.
+MULTIPLE_CHOICE_TASK = presets.Task(
+    "multiple_choice", head_name="the multiple-choice head",
+    load_hf_head=load_hf_multiple_choice_head,
+    hf_head=tuple(HF_HEAD.values()), kind="swag")
+
+
 @bert_layers.serializable
-class BertMultipleChoice(models.TextInputsMixin, keras.Model):
+class BertMultipleChoice(models.TextInputsMixin, task_model.TaskModel):
   """Encoder over every choice + dropout + a one-output dense head.
 
   ``inputs`` [B, N, S] are flattened to [B*N, S], the encoder's
@@ -76,6 +100,14 @@ class BertMultipleChoice(models.TextInputsMixin, keras.Model):
   Raises:
     ConfigError: ``config`` is neither a ``BertConfig`` nor a valid dict.
 
+  ``from_preset`` (:meth:`bert_tf.modeling.task_model.TaskModel.from_preset`)
+  loads the head too when the preset has one: a Hugging Face
+  ``BertForMultipleChoice`` directory (``classifier.weight`` [1, H],
+  ``classifier.bias`` [1]), our ``run_swag`` runs and ``.keras``
+  multiple-choice models; from any other preset (a Hugging Face
+  ``BertModel``, an original ``bert_model.ckpt``, a pretraining run) only
+  the encoder (pooler included), the head keeping its initialization.
+
   Example:
     >>> model = BertMultipleChoice(config_lib.preset("tiny"))
     >>> x = {k: tf.zeros([2, 4, 16], tf.int32) for k in FEATURE_NAMES}
@@ -86,6 +118,8 @@ class BertMultipleChoice(models.TextInputsMixin, keras.Model):
 
   # What a truncation warning counts: each choice is packed on its own.
   cut_unit = "choice sequences"
+  preset_task = MULTIPLE_CHOICE_TASK
+  config_fields = ("skip_padding",)
 
   def __init__(self, config: "config_lib.BertConfig | dict",
                skip_padding: bool = True, preprocessor=None, **kwargs):
@@ -98,52 +132,6 @@ class BertMultipleChoice(models.TextInputsMixin, keras.Model):
     self.classifier = models.DenseHead(config, 1, name="classifier")
     self.preprocessor = models.as_preprocessor_layer(preprocessor, config)
     self.built = True  # every weight exists: .keras loading needs no build
-
-  def get_config(self) -> dict:
-    """Keras config: ``name``, ``trainable``, ``dtype``, ``config``,
-    ``skip_padding``, and ``preprocessor`` when it has one."""
-    return dict(models._model_base_config(self), config=self.config.to_dict(),  # pylint: disable=protected-access
-                skip_padding=self.skip_padding, **self._text_config())
-
-  @classmethod
-  def from_config(cls, config: dict) -> "BertMultipleChoice":
-    """Inverse of :meth:`get_config`."""
-    return cls(**config)
-
-  @classmethod
-  def from_preset(cls, preset: str,
-                  config: "config_lib.BertConfig | None" = None,
-                  preprocessor=None, max_seq_length: Optional[int] = None,
-                  **kwargs) -> "BertMultipleChoice":
-    """A multiple-choice model with pretrained weights.
-
-    The head is loaded too when the preset has one: a Hugging Face
-    ``BertForMultipleChoice`` directory (``classifier.weight`` [1, H],
-    ``classifier.bias`` [1]), our ``run_swag`` runs and ``.keras``
-    multiple-choice models. From any other checkpoint (a Hugging Face
-    ``BertModel``, an original ``bert_model.ckpt``, a pretraining run) only
-    the encoder (pooler included) is loaded and the head keeps its
-    initialization.
-
-    Args:
-      preset: a path, see :meth:`BertEncoder.from_preset`.
-      config: the BertConfig when no config sits beside ``preset``.
-      preprocessor: True: the preset's own
-        (:meth:`bert_tf.modeling.presets.PresetLoader.preprocessor`); a
-        ``BertPreprocessor``; None: ids only.
-      **kwargs: model keyword arguments (``name``, ``dtype``).
-
-    Returns:
-      a :class:`BertMultipleChoice`.
-
-    Raises:
-      CheckpointError: nothing loadable at ``preset``, weights that do not
-        fit the config, or only one of the two head weights present.
-      ConfigError: no config found, or an invalid one.
-    """
-    loader = presets.get_preset_loader(preset)
-    kwargs["preprocessor"] = loader.preprocessor(preprocessor, max_seq_length)
-    return loader.build(lambda c: cls(c, **kwargs), MULTIPLE_CHOICE_TASK, config)
 
   def text_features(self, x) -> dict:
     """``(context [B], endings [B, N])`` -> ids [B, N, S] (:func:`choice_features`)."""
@@ -219,28 +207,3 @@ def build_multiple_choice(config, skip_padding: bool = True) -> BertMultipleChoi
     the model (head ``output_weights`` [1, H], ``output_bias`` [1]).
   """
   return BertMultipleChoice(config, skip_padding=skip_padding)
-
-
-def load_hf_multiple_choice_head(model: BertMultipleChoice,
-                                 model_dir: "str | huggingface.Tensors") -> bool:
-  """Loads a Hugging Face ``BertForMultipleChoice`` head (``classifier``).
-
-  Returns:
-    True when the directory had the head, False when it has none (e.g. a
-    plain ``BertModel``).
-
-  Raises:
-    CheckpointError: unreadable file, half a head (``classifier.weight``
-      without ``classifier.bias`` or the reverse), or a shape mismatch.
-  """
-  return checkpoints.load_hf_dense_head(
-      model.classifier, model_dir, "multiple-choice head",
-      "a BertForMultipleChoice head is [1, hidden] and [1]")
-
-
-# What from_preset reads beyond the encoder (see presets.Task): the head of a
-# Hugging Face BertForMultipleChoice; the score reads the pooler.
-MULTIPLE_CHOICE_TASK = presets.Task(
-    "multiple_choice", head_name="the multiple-choice head",
-    load_hf_head=load_hf_multiple_choice_head,
-    hf_head=tuple(HF_HEAD.values()), kind="swag")

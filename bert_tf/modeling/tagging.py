@@ -39,7 +39,6 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-import keras
 import tensorflow as tf
 import tensorflow_text as text
 
@@ -51,6 +50,7 @@ from bert_tf.modeling import encoder as encoder_lib
 from bert_tf.modeling import layers as bert_layers
 from bert_tf.modeling import models
 from bert_tf.modeling import presets
+from bert_tf.modeling import task_model
 
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
 # Hugging Face BertForTokenClassification head -> our head variables (no
@@ -63,8 +63,34 @@ _PREFIX_CODES = {"O": 0, "B": 1, "I": 2, "E": 3, "S": 4}
 WHITESPACE = r"[\t-\r\x{1c}-\x{20}\x{85}\p{Z}]+"
 
 
+def load_hf_tagging_head(model: "BertTokenClassifier",
+                         model_dir: "str | huggingface.Tensors") -> bool:
+  """Loads a Hugging Face ``BertForTokenClassification`` head (``classifier``).
+
+  Returns:
+    True when the directory had the head, False when it has none.
+
+  Raises:
+    CheckpointError: half a head or a shape mismatch (another label count).
+  """
+  return checkpoints.load_hf_dense_head(model.classifier, model_dir,
+                                        "token-classification head",
+                                        "%d labels" % model.num_labels)
+
+
+# What from_preset and --init_checkpoint read beyond the encoder (see
+# presets.Task): the head of a Hugging Face BertForTokenClassification (L
+# from classifier.bias), the labels of a run_ner run (the ner kind's
+# settings file); the pooler is not read.
+TAGGING_TASK = presets.Task(
+    "tagging", kind="ner", head_name="the token-classification head",
+    hf_optional=("bert/pooler/",),
+    load_hf_head=load_hf_tagging_head, hf_num_labels=HF_HEAD["output_bias"],
+    hf_head=tuple(HF_HEAD.values()))
+
+
 @bert_layers.serializable
-class BertTokenClassifier(models.TextInputsMixin, keras.Model):
+class BertTokenClassifier(models.TextInputsMixin, task_model.TaskModel):
   """Encoder + dropout + a dense layer over every position (Figure 4d).
 
   Sub-layers ``bert`` (:class:`BertEncoder`), ``dropout``
@@ -117,7 +143,16 @@ class BertTokenClassifier(models.TextInputsMixin, keras.Model):
 
   Raises:
     ConfigError: ``config`` is neither a ``BertConfig`` nor a valid dict.
-    ValueError: ``num_labels`` < 1.
+    ParamsError: ``num_labels`` < 1.
+
+  ``from_preset`` (:meth:`bert_tf.modeling.task_model.TaskModel.from_preset`)
+  loads the head too when the preset has one: a Hugging Face
+  ``BertForTokenClassification`` directory (``classifier.weight`` [L, H],
+  ``classifier.bias`` [L]; L from them when ``num_labels`` is None), our
+  ``run_ner`` runs (L from ``ner_config.json``) and ``.keras`` token
+  classifiers, with the tag names (``id2label``, a run's ``labels``); from
+  any other preset only the encoder (then ``num_labels`` is required).
+  ``from_run_settings`` takes the ``labels`` of a ``ner_config.json``.
 
   Example:
     >>> model = BertTokenClassifier(config_lib.preset("tiny"), num_labels=5)
@@ -126,15 +161,17 @@ class BertTokenClassifier(models.TextInputsMixin, keras.Model):
     TensorShape([2, 16, 5])
   """
 
+  preset_task = TAGGING_TASK
+  config_fields = ("num_labels", "skip_padding")
+  label_fields = ("num_labels", "id2label")
+
   def __init__(self, config: "config_lib.BertConfig | dict", num_labels: int,
                skip_padding: bool = True, preprocessor=None, id2label=None, **kwargs):
     super().__init__(**kwargs)
     self.skip_padding = bool(skip_padding)
-    if int(num_labels) < 1:
-      raise ValueError("num_labels must be at least 1, got %r" % (num_labels,))
     config = config_lib.as_bert_config(config)
     self.config = config
-    self.num_labels = int(num_labels)
+    self.num_labels = task_model.check_num_labels(num_labels)
     self.id2label = models.normalize_id2label(id2label, self.num_labels)
     self.encoder = encoder_lib.BertEncoder(config, name="bert")
     self.dropout = bert_layers.Dropout(config.hidden_dropout_prob, name="dropout")
@@ -150,56 +187,15 @@ class BertTokenClassifier(models.TextInputsMixin, keras.Model):
       return None
     return [self.id2label[i] for i in range(self.num_labels)]
 
-  def get_config(self) -> dict:
-    """Keras config: ``name``, ``trainable``, ``dtype``, ``config``,
-    ``num_labels``, ``skip_padding``, ``id2label`` when named, and
-    ``preprocessor`` when it has one."""
-    named = {} if self.id2label is None else {
-        "id2label": {str(i): n for i, n in sorted(self.id2label.items())}}
-    return dict(models._model_base_config(self), config=self.config.to_dict(),  # pylint: disable=protected-access
-                num_labels=self.num_labels, skip_padding=self.skip_padding,
-                **named, **self._text_config())
-
   @classmethod
-  def from_config(cls, config: dict) -> "BertTokenClassifier":
-    """Inverse of :meth:`get_config`."""
-    return cls(**config)
-
-  @classmethod
-  def from_preset(cls, preset: str, num_labels: Optional[int] = None,
-                  config: "config_lib.BertConfig | None" = None,
-                  preprocessor=None, max_seq_length: Optional[int] = None,
-                  **kwargs) -> "BertTokenClassifier":
-    """A token classifier with pretrained weights.
-
-    The head is loaded too when the preset has one: a Hugging Face
-    ``BertForTokenClassification`` directory (``classifier.weight`` [L, H],
-    ``classifier.bias`` [L]; L from them when ``num_labels`` is None), our
-    ``run_ner`` runs (L from ``ner_config.json``) and ``.keras`` token
-    classifiers. From any other checkpoint only the encoder is loaded and
-    the head keeps its initialization (then ``num_labels`` is required).
-    ``preprocessor``: True: the preset's own
-    (:meth:`bert_tf.modeling.presets.PresetLoader.preprocessor`); a
-    ``BertPreprocessor``; None: ids only. ``max_seq_length``: with
-    ``preprocessor=True``, its length. The tag names (``id2label``) are the
-    preset's (a Hugging Face ``config.json``'s ``id2label``, a run's
-    ``labels``) unless passed.
+  def run_settings_kwargs(cls, settings: dict) -> dict:
+    """``ner_config.json`` -> ``num_labels`` and ``id2label`` (its ``labels``).
 
     Raises:
-      CheckpointError: nothing loadable, weights that do not fit, half a
-        head, a head of another task; ConfigError: no config; ParamsError:
-        ``max_seq_length`` out of range; ValueError: unknown ``num_labels``.
+      ConfigError: no ``labels``.
     """
-    loader = presets.get_preset_loader(preset)
-    kwargs["preprocessor"] = loader.preprocessor(preprocessor, max_seq_length)
-    if num_labels is None:
-      num_labels = loader.num_labels(TAGGING_TASK)
-    if num_labels is None:
-      raise ValueError("from_preset(%r): %s; pass num_labels"
-                       % (preset, loader.missing_labels_reason(TAGGING_TASK)))
-    if kwargs.get("id2label") is None and loader.num_labels(TAGGING_TASK) == num_labels:
-      kwargs["id2label"] = loader.labels(TAGGING_TASK)
-    return loader.build(lambda c: cls(c, num_labels, **kwargs), TAGGING_TASK, config)
+    labels = task_model.run_labels(settings, cls.__name__)
+    return {"num_labels": len(labels), "id2label": labels}
 
   @property
   def tagging_preprocessor(self) -> "TaggingPreprocessor":
@@ -266,31 +262,6 @@ def tagging_loss(logits, label_ids):
   ce = tf.nn.sparse_softmax_cross_entropy_with_logits(
       labels=tf.maximum(label_ids, 0), logits=tf.cast(logits, tf.float32))
   return tf.reduce_sum(ce * weights), tf.reduce_sum(weights)
-
-
-def load_hf_tagging_head(model: BertTokenClassifier,
-                         model_dir: "str | huggingface.Tensors") -> bool:
-  """Loads a Hugging Face ``BertForTokenClassification`` head (``classifier``).
-
-  Returns:
-    True when the directory had the head, False when it has none.
-
-  Raises:
-    CheckpointError: half a head or a shape mismatch (another label count).
-  """
-  return checkpoints.load_hf_dense_head(model.classifier, model_dir,
-                                        "token-classification head",
-                                        "%d labels" % model.num_labels)
-
-
-# What from_preset reads beyond the encoder (see presets.Task): the head of a
-# Hugging Face BertForTokenClassification (L from classifier.bias), the
-# labels of a run_ner run; the pooler is not read.
-TAGGING_TASK = presets.Task(
-    "tagging", kind="ner", head_name="the token-classification head",
-    hf_optional=("bert/pooler/",),
-    load_hf_head=load_hf_tagging_head, hf_num_labels=HF_HEAD["output_bias"],
-    hf_head=tuple(HF_HEAD.values()))
 
 
 def _row_ids(ragged):

@@ -32,7 +32,6 @@ from typing import Any, Callable, Optional
 from bert_tf import checkpoints
 from bert_tf import errors
 from bert_tf import io_utils
-from bert_tf import run_dir as run_dir_lib
 from bert_tf import runner
 from bert_tf import task_kinds
 from bert_tf import training
@@ -385,13 +384,11 @@ class Search:
         checkpoint does not fit the rebuilt model (one line naming it).
       errors.CorruptCheckpointError: its files are truncated or unreadable.
     """
-    source = "trial %s" % run_dir
-    path = run_dir_lib.model_checkpoint(run_dir)
-    if path is None:
-      raise errors.CheckpointError("%s: no checkpoint to read the kept model from" % source)
     with self._strategy().scope():
       model = task.build_model()
-    checkpoints.restore_object_checkpoint(path, source, **task.checkpoint_objects(model))
+    checkpoints.restore_object_checkpoint(
+        run_dir, "trial %s" % run_dir, hint="the trial's directory holds another model; "
+        "use a new --output_dir", **task.checkpoint_objects(model))
     return model
 
   def _best_model(self, best: dict):

@@ -37,6 +37,7 @@ gets a prediction.
 
 from __future__ import annotations
 
+import functools
 from typing import Optional, Sequence
 
 import tensorflow as tf
@@ -57,7 +58,9 @@ FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
 # transpose: classifier.weight is [L, H], our output_weights too).
 HF_HEAD = checkpoints.HF_CLASSIFIER_HEAD
 IGNORE = -1  # label id of positions outside the loss ([CLS], [SEP], padding, non-first pieces)
-_PREFIX_CODES = {"O": 0, "B": 1, "I": 2, "E": 3, "S": 4}
+# A tag's prefix as a code (label_tables), for conlleval's chunk rules in graph.
+PREFIX_O, PREFIX_B, PREFIX_I, PREFIX_E, PREFIX_S = 0, 1, 2, 3, 4
+PREFIX_CODES = {"O": PREFIX_O, "B": PREFIX_B, "I": PREFIX_I, "E": PREFIX_E, "S": PREFIX_S}
 # Python str.split()'s whitespace (the split the CoNLL reader guarantees for
 # training words): \t-\r, \x1c-\x20, \x85 and Unicode Z*.
 WHITESPACE = r"[\t-\r\x{1c}-\x{20}\x{85}\p{Z}]+"
@@ -264,7 +267,8 @@ def tagging_loss(logits, label_ids):
   return tf.reduce_sum(ce * weights), tf.reduce_sum(weights)
 
 
-def _row_ids(ragged):
+def row_ids(ragged: tf.RaggedTensor) -> tf.Tensor:
+  """int64 [N]: the row of each of ``ragged``'s N values (``value_rowids``)."""
   return tf.cast(ragged.value_rowids(), tf.int64)
 
 
@@ -323,14 +327,14 @@ class TaggingPreprocessor(tf.Module):
     new_len = tf.maximum(lengths, 1)
     starts = tf.cumsum(new_len, exclusive=True)                      # [N]
     total = tf.reduce_sum(new_len)
-    rows = _row_ids(pieces)
+    rows = row_ids(pieces)
     pos = tf.gather(starts, rows) + (tf.range(tf.size(pieces.flat_values, tf.int64)) -
                                      tf.gather(pieces.row_starts(), rows))
     values = tf.tensor_scatter_nd_update(
         tf.fill([total], tf.constant(self.unk_id, tf.int64)), pos[:, None],
         tf.cast(pieces.flat_values, tf.int64))
     per_sentence = tf.math.unsorted_segment_sum(
-        new_len, _row_ids(words), tf.shape(words.row_lengths(), tf.int64)[0])
+        new_len, row_ids(words), tf.shape(words.row_lengths(), tf.int64)[0])
     del n_words
     return {"ids": tf.RaggedTensor.from_row_lengths(values, per_sentence),
             "first_piece": starts, "num_pieces": new_len}
@@ -357,7 +361,7 @@ class TaggingPreprocessor(tf.Module):
     if self.max_windows is not None:
       num = tf.minimum(num, self.max_windows)
     k = tf.ragged.range(num)
-    example = _row_ids(k)
+    example = row_ids(k)
     k = k.flat_values
     start = k * step
     length = tf.minimum(m, tf.gather(n, example) - start)
@@ -372,7 +376,7 @@ class TaggingPreprocessor(tf.Module):
     segment_ids, _ = text.pad_model_inputs(segments, seq)
     # token_is_max_context (run_squad._check_is_max_context), float64.
     i = tf.cast(offsets.flat_values, tf.float64)
-    window = _row_ids(offsets)
+    window = row_ids(offsets)
     wlen = tf.cast(tf.gather(length, window), tf.float64)
     score = tf.minimum(i, wlen - 1.0 - i) + 0.01 * wlen
     pos = gidx.flat_values
@@ -479,8 +483,8 @@ def split_words(sentence) -> tuple:
   byte_base = tf.cumsum(nbytes, exclusive=True)                    # [B]
   char_base = tf.cast(cp_off.row_starts(), tf.int64)               # [B]
   cp_global = (tf.cast(cp_off.flat_values, tf.int64) +
-               tf.gather(byte_base, _row_ids(cp_off)))
-  rows = _row_ids(start_b)
+               tf.gather(byte_base, row_ids(cp_off)))
+  rows = row_ids(start_b)
   to_char = lambda b: (tf.searchsorted(  # pylint: disable=unnecessary-lambda-assignment
       cp_global, tf.cast(b.flat_values, tf.int64) + tf.gather(byte_base, rows),
       side="left", out_type=tf.int64) - tf.gather(char_base, rows))
@@ -490,12 +494,48 @@ def split_words(sentence) -> tuple:
 
 def label_tables(labels: Sequence[str]):
   """``(prefix codes, type ids, type names)`` of a label list: prefix code
-  O=0 B=1 I=2 E=3 S=4 per label, a type id per label (-1 for ``O``), the
-  sorted type names."""
+  per label (:data:`PREFIX_CODES`: O=0 B=1 I=2 E=3 S=4), a type id per label
+  (-1 for ``O``), the sorted type names."""
   types = sorted({l[2:] for l in labels if l != "O"})
-  prefix = [_PREFIX_CODES[l[0]] if l != "O" else 0 for l in labels]
+  prefix = [PREFIX_CODES[l[0]] if l != "O" else PREFIX_O for l in labels]
   type_ids = [types.index(l[2:]) if l != "O" else -1 for l in labels]
   return prefix, type_ids, types
+
+
+def _is_any(code: tf.Tensor, *codes: int) -> tf.Tensor:
+  """bool: ``code`` equals one of ``codes`` (a chain of ``logical_or``, ops
+  LiteRT converts)."""
+  return functools.reduce(tf.logical_or, [tf.equal(code, c) for c in codes])
+
+
+def chunk_boundaries(prev_prefix: tf.Tensor, cur_prefix: tf.Tensor, prev_type: tf.Tensor,
+                     cur_type: tf.Tensor) -> tuple:
+  """conlleval's chunk rules between each tag and the one before it.
+
+  Source: conlleval's ``endOfChunk`` / ``startOfChunk`` (the rules of
+  :func:`bert_tf.data.conll.get_entities`), on prefix codes
+  (:data:`PREFIX_CODES`) and type ids (:func:`label_tables`): a chunk ends
+  before ``cur`` after an E or S, a B or I followed by O, B or S, or a type
+  change inside a chunk; one starts at ``cur`` on B or S, an I or E after
+  O, E or S, or a type change.
+
+  Args:
+    prev_prefix, cur_prefix: int prefix codes, any shape (the same).
+    prev_type, cur_type: int type ids (-1 for ``O``), that shape.
+
+  Returns:
+    ``(ends, starts)``: bool tensors of that shape; ``ends``: a chunk ends
+    just before ``cur``; ``starts``: one starts at ``cur``.
+  """
+  ends = (_is_any(prev_prefix, PREFIX_E, PREFIX_S)
+          | (_is_any(prev_prefix, PREFIX_B, PREFIX_I)
+             & _is_any(cur_prefix, PREFIX_O, PREFIX_B, PREFIX_S))
+          | ((prev_prefix != PREFIX_O) & (prev_type != cur_type)))
+  starts = (_is_any(cur_prefix, PREFIX_B, PREFIX_S)
+            | (_is_any(prev_prefix, PREFIX_O, PREFIX_E, PREFIX_S)
+               & _is_any(cur_prefix, PREFIX_I, PREFIX_E))
+            | ((cur_prefix != PREFIX_O) & (prev_type != cur_type)))
+  return ends, starts
 
 
 def entity_spans(tag_ids: tf.RaggedTensor, prefix_codes, type_ids) -> dict:
@@ -518,13 +558,8 @@ def entity_spans(tag_ids: tf.RaggedTensor, prefix_codes, type_ids) -> dict:
   b = tf.shape(dense, tf.int64)[0]
   dense = tf.concat([dense, tf.fill([b, 1], o_id)], 1)              # [B, W+1]
   prev = tf.concat([tf.fill([b, 1], o_id), dense[:, :-1]], 1)
-  cur_p, prev_p = tf.gather(prefix_t, dense), tf.gather(prefix_t, prev)
-  cur_t, prev_t = tf.gather(type_t, dense), tf.gather(type_t, prev)
-  is_ = lambda p, *codes: tf.reduce_any(tf.stack([tf.equal(p, c) for c in codes]), 0)  # pylint: disable=unnecessary-lambda-assignment
-  ends = (is_(prev_p, 3, 4) | (is_(prev_p, 1, 2) & is_(cur_p, 0, 1, 4)) |
-          ((prev_p != 0) & (prev_t != cur_t)))
-  starts = (is_(cur_p, 1, 4) | (is_(prev_p, 0, 3, 4) & is_(cur_p, 2, 3)) |
-            ((cur_p != 0) & (prev_t != cur_t)))
+  ends, starts = chunk_boundaries(tf.gather(prefix_t, prev), tf.gather(prefix_t, dense),
+                                  tf.gather(type_t, prev), tf.gather(type_t, dense))
   width = tf.shape(dense, tf.int64)[1]
   start_pos = tf.where(starts)                                      # [E, 2]
   end_flat = tf.where(tf.reshape(ends, [-1]))[:, 0]

@@ -558,15 +558,23 @@ def litert_interpreter(tflite_path: str, num_threads: Optional[int] = None):
         tflite_path, str(e).strip().splitlines()[0][:300])) from e
 
 
+# String inputs whose .tflite graph reads valid UTF-8 only (NER's code-point
+# offsets are counted from the bytes); the others drop invalid bytes in graph.
+UTF8_ONLY = ("sentence",)
+
+
 class LiteRTSignature:
   """A ``.tflite`` signature called as a SavedModel signature is.
 
   ``fn(**inputs)`` with numpy arrays or tensors [B, ...] returns the
-  signature's outputs as numpy arrays. The requests that the kernels do not
-  answer with a defined result are refused here, each in one line
-  (:class:`PredictError`), before the interpreter runs: an empty batch,
-  inputs of different batch sizes, a missing or unexpected input, a string
-  row that is not valid UTF-8.
+  signature's outputs as numpy arrays. The graph answers what the
+  SavedModel answers (an empty batch: empty outputs; a [B, 1] string input:
+  flattened; invalid UTF-8: dropped as the SavedModel drops it); the
+  requests it has no defined answer for are refused here, each in one line
+  (:class:`PredictError`), before the interpreter runs: inputs of different
+  batch sizes, a missing or unexpected input, another shape, and invalid
+  UTF-8 in an NER ``sentence`` (:data:`UTF8_ONLY`: its offsets are counted
+  on valid UTF-8).
 
   Args:
     tflite_path: the ``.tflite`` file; signature_name: its signature;
@@ -604,12 +612,16 @@ class LiteRTSignature:
       a = np.asarray(value.numpy() if hasattr(value, "numpy") else value)
       d = self.input_details[name]
       want = [None if s < 0 else int(s) for s in d["shape_signature"]]
-      if a.ndim != len(want) or any(w is not None and w != n for w, n in zip(want, a.shape)):
+      text = d["dtype"] in (np.bytes_, np.object_, np.str_)
+      if text and len(want) == 1 and a.ndim == 2 and a.shape[1:] == (1,):
+        pass  # [B, 1]: the graph flattens it, as the SavedModel does
+      elif a.ndim != len(want) or any(w is not None and w != n
+                                      for w, n in zip(want, a.shape)):
         raise PredictError("%s: input %s must have shape %s, got %s" % (
             self.name, name, ["B" if w is None else w for w in want], list(a.shape)))
-      if d["dtype"] in (np.bytes_, np.object_, np.str_):
+      if text:
         flat = [v.encode("utf-8") if isinstance(v, str) else bytes(v) for v in a.ravel()]
-        for i, v in enumerate(flat):
+        for i, v in enumerate(flat if name in UTF8_ONLY else ()):
           try:
             v.decode("utf-8")
           except UnicodeDecodeError as e:
@@ -624,8 +636,6 @@ class LiteRTSignature:
       raise PredictError("%s: inputs %s hold different numbers of rows (%s)" % (
           self.name, ", ".join(sorted(arrays)), ", ".join(
               "%s=%d" % (k, v.shape[0]) for k, v in sorted(arrays.items()))))
-    if batch == {0}:
-      raise PredictError("%s: an empty batch (0 rows)" % self.name)
     try:
       return self.runner(**arrays)
     except (ValueError, RuntimeError) as e:

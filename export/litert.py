@@ -154,7 +154,30 @@ class LiteOps:
     return tf.TensorSpec([None], tf.string, name=name)
 
   def batch(self, text: tf.Tensor) -> tf.Tensor:
-    return text
+    """``text`` flattened to [B] (row-major), as the SavedModel flattens it:
+    the interpreter takes a [B, 1] request into the [B] input. A reshape to
+    [-1] alone is folded away by the converter as a no-op on a [B] input;
+    through [-1, 1] it stays (``tests/test_litert.py`` sends [B, 1])."""
+    return tf.reshape(tf.reshape(text, [-1, 1]), [-1])
+
+  def guard(self, fn, texts: Sequence[tf.Tensor]) -> dict:
+    """``fn(*texts)``; an empty batch is answered by empty outputs where
+    the model is called (:meth:`at_least_one_row`): strings cannot be padded
+    in LiteRT (no string CONCATENATION kernel)."""
+    return fn(*texts)
+
+  @staticmethod
+  def at_least_one_row(features: Dict[str, tf.Tensor]):
+    """``(features with a zero row appended when they have none, rows)``:
+    the encoder's kernels (UNPACK) refuse an empty batch, so zero rows run
+    one row of padding whose outputs are then cut away."""
+    rows = tf.shape(features["input_ids"])[0]
+    pad = tf.maximum(0, 1 - rows)
+    out = {}
+    for k, v in features.items():
+      zeros = tf.zeros(tf.concat([[pad], tf.shape(v)[1:]], 0), v.dtype)
+      out[k] = tf.concat([v, zeros], 0)
+    return out, rows
 
   def same_batch(self, text_a: tf.Tensor, text_b: tf.Tensor):
     # pack_segments refuses batches of different sizes (its PACK op).
@@ -186,6 +209,7 @@ class LiteOps:
     back to S)."""
     seq = self.preprocessor.max_seq_length
     widths = [w for w in BUCKETS if w < seq] + [seq]
+    features, rows = self.at_least_one_row(features)
     longest = tf.reduce_max(tf.reduce_sum(features["input_mask"], axis=-1))
 
     def run(width):
@@ -197,13 +221,15 @@ class LiteOps:
     out = run(widths[-1])
     for width in reversed(widths[:-1]):
       out = (lambda w, rest: lambda: tf.cond(longest <= w, run(w), rest))(width, out)
-    return out()
+    return out()[:rows]
 
   def logits(self, module: tf.Module, features: Dict[str, tf.Tensor]) -> tf.Tensor:
     return self.bucketed(module, features)
 
   def encoder_outputs(self, module: tf.Module, features: Dict[str, tf.Tensor]) -> dict:
-    return base.serving_call(module, features, skip_padding=False)
+    features, rows = self.at_least_one_row(features)
+    out = base.serving_call(module, features, skip_padding=False)
+    return tf.nest.map_structure(lambda t: t[:rows], out)
 
   def encoder_width(self, spec: spec_lib.ServingSpec) -> int:
     return spec.max_seq_length

@@ -153,7 +153,8 @@ def tag_sentences(module, ops, sentence: tf.Tensor) -> Dict[str, tf.Tensor]:
       ``tokenizer``, ``labels``, spec's ``doc_stride`` / ``max_windows``).
     ops: the format's ops (:class:`bert_tf.export.litert.LiteOps`: the
       length-bucketed model call).
-    sentence: string [B], B >= 1, valid UTF-8 (the client refuses other).
+    sentence: string [B], valid UTF-8 (the client refuses other: the
+      offsets are counted on valid UTF-8).
 
   Returns:
     the SavedModel's outputs, padded to the batch's most words W /
@@ -163,9 +164,6 @@ def tag_sentences(module, ops, sentence: tf.Tensor) -> Dict[str, tf.Tensor]:
     ``entity_start_char`` / ``entity_end_char`` int32 [B, E],
     ``num_entities`` int32 [B], ``truncated`` bool [B] (a word beyond
     ``max_windows`` windows, given ``O``).
-
-  Raises (when run):
-    RuntimeError: an empty batch (:func:`bert_tf.export.litert_text.substrings`).
   """
   pre, labels = module.preprocessor, module.labels
   seq = pre.max_seq_length

@@ -48,6 +48,84 @@ def fast_tokenizer(preprocessor):
       lower_case_nfd_strip_accents=preprocessor.do_lower_case)
 
 
+def utf8_valid(b: tf.Tensor) -> tf.Tensor:
+  """Which bytes belong to a well-formed UTF-8 sequence (Unicode's Table
+  3-7: no overlong forms, surrogates or code points above U+10FFFF).
+
+  Args:
+    b: int32 [B, N] bytes (0-255); padding must be a byte that is not a
+      continuation byte (e.g. 32).
+
+  Returns:
+    bool [B, N]. The bytes TensorFlow's ``unicode_transcode(errors="replace")``
+    replaces by U+FFFD are exactly the others (a maximal invalid subpart is
+    never part of a well-formed sequence, and a continuation byte never
+    starts one).
+  """
+  pad = column(b) + 32
+  nxt = [b]
+  for _ in range(3):
+    nxt.append(tf.concat([nxt[-1], pad], 1)[:, 1:])
+  b0, b1, b2, b3 = nxt
+  within = lambda x, lo, hi: tf.logical_and(x >= lo, x <= hi)  # pylint: disable=unnecessary-lambda-assignment
+  cont = lambda x: within(x, 0x80, 0xBF)  # pylint: disable=unnecessary-lambda-assignment
+  one = b0 <= 0x7F
+  two = within(b0, 0xC2, 0xDF) & cont(b1)
+  three = ((tf.equal(b0, 0xE0) & within(b1, 0xA0, 0xBF)) |
+           (within(b0, 0xE1, 0xEC) & cont(b1)) | (tf.equal(b0, 0xED) & within(b1, 0x80, 0x9F)) |
+           (within(b0, 0xEE, 0xEF) & cont(b1))) & cont(b2)
+  four = ((tf.equal(b0, 0xF0) & within(b1, 0x90, 0xBF)) |
+          (within(b0, 0xF1, 0xF3) & cont(b1)) | (tf.equal(b0, 0xF4) & within(b1, 0x80, 0x8F))
+          ) & cont(b2) & cont(b3)
+  size = (tf.cast(one, tf.int32) + 2 * tf.cast(two, tf.int32) + 3 * tf.cast(three, tf.int32)
+          + 4 * tf.cast(four, tf.int32))                                     # 0: no start
+  valid = size > 0
+  for k in (1, 2, 3):
+    valid = valid | (shift(size, k) > k)
+  return valid
+
+
+def valid_runs(text: tf.Tensor) -> tf.RaggedTensor:
+  """The maximal runs of well-formed UTF-8 of each string: string [B, (R)].
+
+  Invalid bytes (:func:`utf8_valid`) are left out, as the SavedModel's
+  :meth:`bert_tf.preprocessing.BertPreprocessor.sanitize` replaces them by
+  U+FFFD and deletes that; a valid string is one run (itself), an empty one
+  none. Cut with tensorflow-text's ``ByteSplitByOffsets``.
+  """
+  import tensorflow_text as text_lib  # pylint: disable=g-import-not-at-top
+  raw = text_lib.ByteSplitter().split(text)
+  nbytes = tf.cast(raw.row_lengths(), tf.int32)
+  b = tf.RaggedTensor.from_row_splits(tf.cast(raw.flat_values, tf.int32), raw.row_splits,
+                                      validate=False).to_tensor(32)            # [B, N]
+  pos = tf.range(tf.shape(b)[1])[tf.newaxis, :]
+  valid = tf.cast(utf8_valid(b) & (pos < nbytes[:, tf.newaxis]), tf.int32)
+  zero = column(b)
+  prev = tf.concat([zero, valid], 1)[:, :-1]
+  nxt = tf.concat([valid, zero], 1)[:, 1:]
+  starts = tf.cast(tf.where(valid * (1 - prev) > 0), tf.int32)             # [R, 2]
+  ends = tf.cast(tf.where(valid * (1 - nxt) > 0), tf.int32)
+  counts = tf.cast(tf.reduce_sum(valid * (1 - prev), 1), tf.int64)
+  return text_lib.ByteSplitter().split_by_offsets(
+      text, tf.RaggedTensor.from_row_lengths(starts[:, 1], counts, validate=False),
+      tf.RaggedTensor.from_row_lengths(ends[:, 1] + 1, counts, validate=False))
+
+
+def tokenize_valid(tokenizer, text: tf.Tensor) -> tf.RaggedTensor:
+  """``tokenizer.tokenize`` of each string's well-formed UTF-8 (int [B, (T)]).
+
+  Each run of :func:`valid_runs` is tokenized and a string's runs joined: a
+  valid string gives exactly ``tokenizer.tokenize(text)``; invalid bytes
+  are dropped as the SavedModel drops them, except that a word they sit
+  inside is split there (as FastBertNormalizer splits one at a control
+  character, :data:`bert_tf.export.litert.TOKEN_DIFFERENCES`).
+  """
+  runs = valid_runs(text)
+  pieces = tokenizer.tokenize(runs.flat_values)                            # [R, (t)]
+  splits = tf.gather(pieces.row_splits, runs.row_splits)
+  return tf.RaggedTensor.from_row_splits(pieces.flat_values, splits, validate=False)
+
+
 def dense_features(preprocessor, tokenizer, texts: Sequence[tf.Tensor]) -> Dict[str, tf.Tensor]:
   """``[CLS] a [SEP] (b [SEP])`` of one or two string batches, dense.
 
@@ -60,9 +138,10 @@ def dense_features(preprocessor, tokenizer, texts: Sequence[tf.Tensor]) -> Dict[
   Returns:
     dict of int32 [B, S]: ``input_ids``, ``input_mask``, ``segment_ids``;
     the ids of :meth:`BertPreprocessor.__call__` for every text the two
-    tokenizers agree on (round-robin trimming, zero padding).
+    tokenizers agree on (round-robin trimming, zero padding); invalid UTF-8
+    dropped (:func:`tokenize_valid`).
   """
-  return pack_segments(preprocessor, [tokenizer.tokenize(t) for t in texts])
+  return pack_segments(preprocessor, [tokenize_valid(tokenizer, t) for t in texts])
 
 
 def pack_segments(preprocessor, segments: Sequence[tf.RaggedTensor]) -> Dict[str, tf.Tensor]:
@@ -127,23 +206,21 @@ def column(x):
 
 def substrings(sentence: tf.Tensor, counts, start_byte, end_byte) -> tf.Tensor:
   """``sentence[row][start:end]`` (bytes) of each of N ranges, with one ""
-  after them: string [N + 1], so that index N pads a dense gather.
+  after them: string [N + 1], so that index N pads a dense gather (an
+  empty batch: string [0], nothing to pad).
 
   Args:
-    sentence: string [B] (B >= 1); counts: int [B], ranges per row;
+    sentence: string [B]; counts: int [B], ranges per row;
       start_byte, end_byte: int [N], the ranges in row-major order.
 
   LiteRT has no substring kernel of core TensorFlow; tensorflow-text's
   ``ByteSplitByOffsets`` is one, and an empty range after the last row's
   gives the "" (LiteRT concatenates no strings).
-
-  Raises (when run):
-    RuntimeError: an empty batch (no row to hold the "").
   """
   import tensorflow_text as text  # pylint: disable=g-import-not-at-top
   batch = tf.shape(sentence)[0]
   counts = tf.cast(counts, tf.int64) + tf.one_hot(batch - 1, batch, dtype=tf.int64)
-  zero = tf.zeros([1], tf.int32)
+  zero = tf.zeros(tf.reshape(tf.minimum(batch, 1), [1]), tf.int32)
   starts = tf.concat([tf.cast(start_byte, tf.int32), zero], 0)
   ends = tf.concat([tf.cast(end_byte, tf.int32), zero], 0)
   return text.ByteSplitter().split_by_offsets(

@@ -133,6 +133,10 @@ class GraphOps:
     """The same ids padded to ``max_seq_length`` (TF Hub's preprocessor)."""
     return self.preprocessor(*texts)
 
+  def guard(self, fn: Callable, texts: Sequence[tf.Tensor]) -> dict:
+    """``fn(*texts)``: the SavedModel's ops answer an empty batch as any other."""
+    return fn(*texts)
+
   def gate(self, x: tf.Tensor, y: tf.Tensor, message: str, *tensors):
     """``tensors`` passed on once ``x == y`` holds (else INVALID_ARGUMENT
     with ``message`` when run)."""
@@ -250,11 +254,13 @@ class ServingModule(tf.Module):
 
   def text_function(self, fn: Callable, names: Sequence[str]) -> Callable:
     """A ``tf.function`` of string [B] inputs ``names`` calling ``fn`` on
-    them flattened (one input) or flattened and gated on equal sizes (two)."""
+    them flattened (one input) or flattened and gated on equal sizes (two),
+    an empty batch answered as the format can (:meth:`GraphOps.guard`)."""
     if len(names) == 1:
-      body = lambda text: fn(self.ops.batch(text))  # pylint: disable=unnecessary-lambda-assignment
+      body = lambda text: self.ops.guard(fn, [self.ops.batch(text)])  # pylint: disable=unnecessary-lambda-assignment
     else:
-      body = lambda a, b: fn(*self.ops.same_batch(a, b))  # pylint: disable=unnecessary-lambda-assignment
+      body = lambda a, b: self.ops.guard(fn, self.ops.same_batch(  # pylint: disable=unnecessary-lambda-assignment
+          self.ops.batch(a), self.ops.batch(b)))
     return tf.function(body, autograph=False,
                        input_signature=[self.ops.string_spec(n) for n in names])
 

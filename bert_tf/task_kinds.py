@@ -36,6 +36,7 @@ from bert_tf import errors
 
 SAVED_MODEL = "saved_model"
 LITERT = "litert"
+MEDIAPIPE = "mediapipe"
 
 # Run-kind settings files (google-research/bert has none; one per tool).
 CLASSIFIER_CONFIG = "classifier_config.json"
@@ -124,7 +125,8 @@ class TaskKind:
   def refusal(self, format: str) -> Optional[str]:  # pylint: disable=redefined-builtin
     """Why ``format`` is not written for this kind, or None when it is."""
     if format not in self.formats:
-      return NOT_WRITTEN % (format, self.name)
+      return NOT_WRITTEN % (format, self.name, ", ".join(
+          k.name for k in KINDS.values() if k.formats.get(format, "") is None))
     return self.formats[format]
 
   def attribute(self, field: str) -> Any:
@@ -140,7 +142,7 @@ class TaskKind:
     return resolve(path)
 
 
-NOT_WRITTEN = "--format=%s does not write the %s kind"
+NOT_WRITTEN = "--format=%s does not write the %s kind (it writes %s)"
 
 _CLASSIFIER_OUTPUTS = ("probabilities", "logits", "label_ids", "labels")
 
@@ -270,7 +272,7 @@ register(TaskKind(
     task_class=_T + "classification:ClassificationTask", job="bert_tf.jobs:run_classifier",
     serving=_X + "saved_model:ClassifierServing",
     exports=("classifier",) + ENCODER_EXPORTS,
-    formats={SAVED_MODEL: None, LITERT: None},
+    formats={SAVED_MODEL: None, LITERT: None, MEDIAPIPE: None},
     outputs=_CLASSIFIER_OUTPUTS,
     selection_metric="eval_accuracy", reported_metrics=("eval_accuracy", "eval_loss")))
 register(TaskKind(
@@ -333,7 +335,7 @@ register(TaskKind(
 register(TaskKind(
     "features", "every layer's output from raw text (extract_features.py)",
     serving=_X + "features:FeaturesServing", serves="encoder",
-    formats={SAVED_MODEL: None, LITERT: None},
+    formats={SAVED_MODEL: None, LITERT: None, MEDIAPIPE: None},
     outputs=("encoder_outputs", "sequence_output", "pooled_output", "input_mask",
              "input_ids", "segment_ids"),
     metadata_name="encoder_all_layers"))

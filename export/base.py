@@ -27,6 +27,7 @@ import tensorflow as tf
 from bert_tf import errors
 from bert_tf import io_utils
 from bert_tf.modeling import layers as bert_layers
+from bert_tf.modeling import tagging
 from bert_tf.export import client
 from bert_tf.export import serving_ops
 from bert_tf.export import warmup
@@ -124,9 +125,9 @@ def check_same_batch(text_a: tf.Tensor, text_b: tf.Tensor) -> Tuple[tf.Tensor, t
     return tf.identity(text_a), tf.identity(text_b)
 
 
-def row_ids(ragged: tf.RaggedTensor) -> tf.Tensor:
-  """int64 [N]: the row of each of ``ragged``'s N values (``value_rowids``)."""
-  return tf.cast(ragged.value_rowids(), tf.int64)
+# int64 [N]: the row of each of a ragged tensor's N values (one definition,
+# in the modeling layer, which the exports may import).
+row_ids = tagging.row_ids
 
 
 def next_version(export_dir: str) -> int:

@@ -127,7 +127,7 @@ class LiteRTExportError(errors.BertTfError, ValueError):
   """A LiteRT export that cannot be written as asked (one line)."""
 
 
-class LiteOps:
+class LiteOps(serving.TextOps):
   """The ``litert`` format's ops (see the module doc): fixed shapes, dense
   packing, tensorflow-text's LiteRT kernels, the model at length buckets.
 

@@ -22,7 +22,6 @@ doc-stride loop), conlleval's ``endOfChunk`` / ``startOfChunk``.
 
 from __future__ import annotations
 
-import functools
 from typing import Dict, Sequence
 
 import tensorflow as tf
@@ -218,12 +217,7 @@ def entities(labels: Sequence[str], sentence, w: dict, tag_ids) -> dict:
   prev = tf.concat([o_col, dense], 1)[:, :-1]
   cur_p, prev_p = tf.gather(prefix_t, dense), tf.gather(prefix_t, prev)
   cur_t, prev_t = tf.gather(type_t, dense), tf.gather(type_t, prev)
-  is_ = lambda p, *codes: functools.reduce(  # pylint: disable=unnecessary-lambda-assignment
-      tf.logical_or, [tf.equal(p, c) for c in codes])
-  ends = (is_(prev_p, 3, 4) | (is_(prev_p, 1, 2) & is_(cur_p, 0, 1, 4)) |
-          ((prev_p != 0) & (prev_t != cur_t)))
-  starts = (is_(cur_p, 1, 4) | (is_(prev_p, 0, 3, 4) & is_(cur_p, 2, 3)) |
-            ((cur_p != 0) & (prev_t != cur_t)))
+  ends, starts = tagging.chunk_boundaries(prev_p, cur_p, prev_t, cur_t)
   start_pos = tf.cast(tf.where(starts), tf.int32)                           # [E, 2]
   end_pos = tf.cast(tf.where(ends), tf.int32)
   end_count = tf.cumsum(tf.cast(ends, tf.int32), axis=1)

@@ -74,7 +74,27 @@ def xla_shapes(max_seq_length: int) -> list:
   return [(b, l) for b in batches for l in lengths if b * l <= XLA_MAX_TOKENS]
 
 
-class GraphOps:
+class TextOps:
+  """What every format's ops share: string signatures (subclasses give
+  ``string_spec``, ``batch``, ``same_batch``, ``guard``). A format whose
+  graphs take something else than strings (MediaPipe's token ids)
+  overrides :meth:`text_signature`."""
+
+  def text_signature(self, module: tf.Module, fn: Callable, names: Sequence[str]):
+    """A ``tf.function`` of string [B] inputs ``names`` calling ``fn`` on
+    them flattened (one input) or flattened and gated on equal sizes (two),
+    an empty batch answered as the format can (``guard``)."""
+    del module  # the strings are the inputs
+    if len(names) == 1:
+      body = lambda text: self.guard(fn, [self.batch(text)])  # pylint: disable=unnecessary-lambda-assignment
+    else:
+      body = lambda a, b: self.guard(fn, self.same_batch(  # pylint: disable=unnecessary-lambda-assignment
+          self.batch(a), self.batch(b)))
+    return tf.function(body, autograph=False,
+                       input_signature=[self.string_spec(n) for n in names])
+
+
+class GraphOps(TextOps):
   """The SavedModel format's ops: tensorflow-text's ragged tokenizer
   (:class:`bert_tf.preprocessing.BertPreprocessor`, the one that fine-tunes),
   any batch size, every request trimmed to its longest row.
@@ -253,16 +273,9 @@ class ServingModule(tf.Module):
     raise NotImplementedError
 
   def text_function(self, fn: Callable, names: Sequence[str]) -> Callable:
-    """A ``tf.function`` of string [B] inputs ``names`` calling ``fn`` on
-    them flattened (one input) or flattened and gated on equal sizes (two),
-    an empty batch answered as the format can (:meth:`GraphOps.guard`)."""
-    if len(names) == 1:
-      body = lambda text: self.ops.guard(fn, [self.ops.batch(text)])  # pylint: disable=unnecessary-lambda-assignment
-    else:
-      body = lambda a, b: self.ops.guard(fn, self.ops.same_batch(  # pylint: disable=unnecessary-lambda-assignment
-          self.ops.batch(a), self.ops.batch(b)))
-    return tf.function(body, autograph=False,
-                       input_signature=[self.ops.string_spec(n) for n in names])
+    """The signature function of ``fn`` over text inputs ``names`` in the
+    format's ops (:meth:`TextOps.text_signature`)."""
+    return self.ops.text_signature(self, fn, names)
 
   def signatures(self) -> Dict[str, Callable]:
     """``{"serving_default": ..., "pair": ...}`` (pair where there is one)."""

@@ -530,6 +530,10 @@ def test_pretraining_run_encoder_and_features(pretraining_run, tmp_path):
   features = export_tool(pretraining_run, base, "--what=features",
                          "--vocab_file=" + VOCAB, "--max_seq_length=16")
   assert features == str(base / "1")
+  # The default (the id-level encoder) says so, and how to get text in.
+  proc = run_tool([EXPORT, "--output_dir=%s" % pretraining_run, "--max_seq_length=16",
+                   "--export_dir=%s" % (tmp_path / "ids")])
+  assert "it takes token ids" in proc.stdout and "--what=features" in proc.stdout, proc.stdout
   run = fine_tuned.load_run(str(pretraining_run), max_seq_length=16)
   encoder_path = fine_tuned.export_run(run, None, str(base))   # version 2
   assert encoder_path == str(base / "2")
@@ -745,3 +749,16 @@ def test_export_tool_bad_run_dirs(tmp_path):
                   check=False)
   assert_one_error_line(proc, "no checkpoint (ckpt-N.index) found")
   assert not export_dir.exists()
+  # An export directory holding anything but versions: refused before the
+  # model is read, what it holds untouched.
+  export_dir.mkdir()
+  (export_dir / "notes.txt").write_text("mine")
+  proc = run_tool([EXPORT, "--output_dir=%s" % run, "--export_dir=%s" % export_dir],
+                  check=False)
+  assert_one_error_line(proc, "--export_dir", "holds notes.txt besides model versions")
+  assert os.listdir(export_dir) == ["notes.txt"]
+  # A refused format comes first and alone (issue 70): no model is read.
+  proc = run_tool([EXPORT, "--from_preset=%s" % (tmp_path / "no_such_model"), "--task=squad",
+                   "--format=litert", "--export_dir=%s" % (tmp_path / "sq")], check=False)
+  assert_one_error_line(proc, "--format", "not convertible")
+  assert "random" not in proc.stderr

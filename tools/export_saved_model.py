@@ -48,6 +48,7 @@ import os  # noqa: E402  pylint: disable=wrong-import-position
 
 from absl import flags  # noqa: E402  pylint: disable=wrong-import-position
 
+from bert_tf.export import base  # noqa: E402  pylint: disable=wrong-import-position
 from bert_tf.export import client  # noqa: E402  pylint: disable=wrong-import-position
 from bert_tf.export import fine_tuned  # noqa: E402  pylint: disable=wrong-import-position
 from bert_tf.export import formats  # noqa: E402  pylint: disable=wrong-import-position
@@ -119,6 +120,7 @@ def _check_before_loading() -> None:
     run_kind = fine_tuned.run_kind(FLAGS.output_dir)
   what = FLAGS.what or (fine_tuned.exports(run_kind)[0] if run_kind else None)
   formats.get(FLAGS.format)
+  base.check_export_dir(FLAGS.export_dir)
   if what:
     formats.check(FLAGS.format, what, xla=FLAGS.xla, dtype=FLAGS.serving_dtype,
                   quantize=FLAGS.quantize)
@@ -142,9 +144,12 @@ def _summary(what: str, run, path: str) -> None:
       print("warning: the in-graph tokenizer differs from the original's: " + note)
     return
   version = meta["min_tf_serving_version"]
-  print("exported %s (%s, checkpoint %s, max_seq_length %s) to %s; TF Serving %s" % (
+  hint = ("; it takes token ids (input_word_ids, input_mask, input_type_ids): for raw "
+          "text in, export --what=features (every layer's output from text) or "
+          "--what=preprocessor beside it" if what == "encoder" else "")
+  print("exported %s (%s, checkpoint %s, max_seq_length %s) to %s; TF Serving %s%s" % (
       what, run.task_name, run.checkpoint, seq, path,
-      "any version (core ops only)" if version == "any" else ">= " + version))
+      "any version (core ops only)" if version == "any" else ">= " + version, hint))
 
 
 def main(argv):

@@ -354,21 +354,10 @@ def load_run(output_dir: str, checkpoint: Optional[str] = None,
 
 def _build_model(run: RunDir):
   """The fine-tuned Keras model a run of ``run.kind`` trains (fresh weights):
-  the kind's model class built from the run's settings."""
+  the kind's model class built from the run's settings
+  (:meth:`bert_tf.modeling.task_model.TaskModel.from_run_settings`)."""
   cls = task_kinds.get(run.kind).attribute("model_class")
-  if hasattr(cls, "from_run_settings"):
-    return cls.from_run_settings(run.config, run.run_config)
-  # LEAD-TODO: remove once the task-model base (from_run_settings) lands.
-  from bert_tf.modeling import models, tagging as tagging_model, multiple_choice  # pylint: disable=g-import-not-at-top
-  path = os.path.join(run.output_dir, task_kinds.get(run.kind).settings_file)
-  if run.kind == "classifier":
-    num = 1 if run.run_config["is_regression"] else len(_labels(run.run_config, path))
-    return models.build_classifier(run.config, num)
-  if run.kind == "squad":
-    return models.build_question_answerer(run.config)
-  if run.kind == "ner":
-    return tagging_model.BertTokenClassifier(run.config, len(_labels(run.run_config, path)))
-  return multiple_choice.build_multiple_choice(run.config)
+  return cls.from_run_settings(run.config, run.run_config)
 
 
 def with_model(run: RunDir, model) -> RunDir:

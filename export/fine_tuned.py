@@ -388,7 +388,7 @@ def run_preprocessor(run: RunDir) -> preprocessing.BertPreprocessor:
 def export_run(run: RunDir, what: Optional[str], export_dir: str,
                version: Optional[int] = None, xla: bool = False,
                dtype: str = "float32", *, format: str = "saved_model",  # pylint: disable=redefined-builtin
-               quantize: str = "none") -> str:
+               quantize: str = "none", **options) -> str:
   """Writes ``export_dir/<version>/`` for ``run``; returns its path.
 
   Args:
@@ -404,8 +404,10 @@ def export_run(run: RunDir, what: Optional[str], export_dir: str,
     format: one of :data:`bert_tf.export.formats.FORMATS` (``saved_model``;
       ``litert``: ``model.tflite`` with the tokenizer inside,
       :mod:`bert_tf.export.litert`).
-    quantize: the ``litert`` format's weights: ``none``, ``dynamic_int8``,
-      ``float16``.
+    quantize: the ``litert`` and ``mediapipe`` formats' weights: ``none``,
+      ``dynamic_int8``, ``float16``.
+    **options: the format's other options (:func:`bert_tf.export.formats.check`;
+      ``mediapipe``: ``embedding``, ``dynamic_length``).
 
   Returns:
     the path of the version directory (written under a temporary name and
@@ -425,12 +427,12 @@ def export_run(run: RunDir, what: Optional[str], export_dir: str,
     raise FineTunedDirError(
         "--what=%s: %s is a %s run; it exports as %s" % (
             what, run.output_dir, run.tool, ", ".join(allowed)), argument="what")
-  formats.check(format, what, xla=xla, dtype=dtype, quantize=quantize)
+  formats.check(format, what, xla=xla, dtype=dtype, quantize=quantize, **options)
   serves = task_kinds.get(what).serves
   pre = None if what == "encoder" else run_preprocessor(run)
   model = {"model": run.model, "encoder": run.encoder, "text": None}[serves]
   return formats.write(format, run.export_spec(what), model, pre, export_dir, version,
-                       xla=xla, dtype=dtype, quantize=quantize)
+                       xla=xla, dtype=dtype, quantize=quantize, **options)
 
 
 def export_model(model, output_dir: str, export_dir: str, *,

@@ -230,6 +230,7 @@ def build_everything(mdir, work, cls_exports=("cls",), litert_quantize=()):
   import torch  # pylint: disable=g-import-not-at-top
   import transformers  # pylint: disable=g-import-not-at-top
   from bert_tf import checkpoints  # pylint: disable=g-import-not-at-top
+  from bert_tf.modeling import presets  # pylint: disable=g-import-not-at-top
   from bert_tf import preprocessing  # pylint: disable=g-import-not-at-top
   from bert_tf.export import saved_model  # pylint: disable=g-import-not-at-top
   from bert_tf.export import squad as squad_export  # pylint: disable=g-import-not-at-top
@@ -240,14 +241,14 @@ def build_everything(mdir, work, cls_exports=("cls",), litert_quantize=()):
   config = checkpoints.read_hf_config(mdir)
   vocab = os.path.join(mdir, "vocab.txt")
   cls_model = models.build_classifier(config, 2)
-  checkpoints.load_encoder_weights(cls_model.encoder, mdir)
+  presets.load_encoder_weights(cls_model.encoder, mdir)
   pre = preprocessing.BertPreprocessor(vocab, True, 128)
   out = {"config": config}
   out["cls_paths"] = {key: saved_model.export_classifier(
       cls_model, pre, ["0", "1"], os.path.join(work, "ours_" + key), "sst-2",
       **CLS_EXPORTS[key]) for key in cls_exports}
   qa_model = models.build_question_answerer(config)
-  checkpoints.load_encoder_weights(qa_model.encoder, mdir)
+  presets.load_encoder_weights(qa_model.encoder, mdir)
   out["squad_path"] = squad_export.export_squad(
       qa_model, vocab, True, os.path.join(work, "ours_squad"), max_seq_length=384)
   from bert_tf.export import litert  # pylint: disable=g-import-not-at-top

@@ -50,7 +50,7 @@ _API = {
     "BertTokenClassifier": "bert_tf.modeling.tagging",
     "create_optimizer": "bert_tf.optimization",
     "AdamWeightDecay": "bert_tf.optimization",
-    "load_encoder_weights": "bert_tf.checkpoints",
+    "load_encoder_weights": "bert_tf.modeling.presets",
     "BertTfError": "bert_tf.errors",
     "Runner": "bert_tf.runner",
     "RunnerParams": "bert_tf.runner",

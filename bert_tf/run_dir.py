@@ -32,7 +32,7 @@ Example::
 import json
 import os
 import re
-from typing import List, Optional, Tuple
+from typing import List, Optional
 
 from bert_tf import task_kinds
 
@@ -201,25 +201,3 @@ def recorded_settings(directory: str) -> dict:
     if isinstance(recorded, dict):
       out.update({k: recorded[k] for k in TOKENIZER_KEYS if recorded.get(k) is not None})
   return out
-
-
-def carried_vocab(checkpoint: str) -> Optional[Tuple[str, dict]]:
-  """The vocab and tokenizer settings a run of ours carries, for a
-  ``--init_checkpoint`` that is its directory or one of its checkpoints.
-
-  Args:
-    checkpoint: a run directory, or a checkpoint prefix in one (``best/``'s
-      included).
-
-  Returns:
-    ``(RUN/vocab.txt, recorded_settings(RUN))`` when the run directory holds
-    a ``vocab.txt`` and a settings file that records its casing, else None
-    (an original or Hugging Face checkpoint; a pretraining run that was
-    given no vocab).
-  """
-  d = checkpoint if os.path.isdir(checkpoint) else run_dir_of(checkpoint)
-  vocab = os.path.join(d, VOCAB)
-  settings = recorded_settings(d)
-  if not os.path.exists(vocab) or "do_lower_case" not in settings:
-    return None
-  return vocab, settings

@@ -609,16 +609,22 @@ class Runner:
             tf.train.Checkpoint(iterator=iterator),
             os.path.join(p.output_dir, run_dir.DATA_DIR_PREFIX + str(worker_index)),
             max_to_keep=p.keep_checkpoint_max, checkpoint_name="data")
-    manager = tf.train.CheckpointManager(
-        tf.train.Checkpoint(**objects), ckpt_dir, max_to_keep=p.keep_checkpoint_max,
-        step_counter=optimizer.iterations,
-        checkpoint_interval=p.save_checkpoints_steps)
+    manager = self._checkpoint_manager(tf.train.Checkpoint(**objects), optimizer, ckpt_dir)
     return RunState(task=task, strategy=strategy, spec=spec, do_train=do_train,
                     do_eval=do_eval,
                     model=model, optimizer=optimizer, model_objects=model_objects,
                     checkpoints=_Checkpoints(manager, data_manager), iterator=iterator,
                     num_workers=num_workers, worker_index=worker_index,
                     is_chief=is_chief)
+
+  def _checkpoint_manager(self, checkpoint, optimizer,
+                          directory: str) -> tf.train.CheckpointManager:
+    """The run's checkpoint manager over ``directory`` (its state file read
+    when made: :meth:`restore_or_initialize` makes it anew after a repair)."""
+    p = self.params
+    return tf.train.CheckpointManager(
+        checkpoint, directory, max_to_keep=p.keep_checkpoint_max,
+        step_counter=optimizer.iterations, checkpoint_interval=p.save_checkpoints_steps)
 
   def restore_or_initialize(self, state: RunState) -> None:
     """Resumes from the newest whole checkpoint of ``output_dir`` (and this
@@ -632,6 +638,11 @@ class Runner:
         tf.train.CheckpointManager(manager.checkpoint, self.params.output_dir,
                                    max_to_keep=None),
         warn_fn=self.print_fn, repair=state.is_chief)
+    if state.is_chief and latest and latest != manager.latest_checkpoint:
+      # The state file was repaired (skipped checkpoints dropped): a manager
+      # made now saves and sweeps on from the restored one.
+      state.checkpoints.manager = self._checkpoint_manager(
+          manager.checkpoint, state.optimizer, manager.directory)
     state.resumed_from = latest
     if latest:
       self.print_fn("resumed from %s at step %d" % (latest, state.step))

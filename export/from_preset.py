@@ -68,7 +68,7 @@ def load_preset(preset: str, task: Optional[str] = None,
       default the preset's (128, or 384 for SQuAD, capped at the model's).
     is_pair: a classifier's export takes ``text_a``, ``text_b`` pairs.
     num_choices: a multiple-choice export's choices per example (default
-      :data:`bert_tf.export.spec.DEFAULTS`).
+      :attr:`defaults` of the kind's serving module).
 
   Returns:
     the run, model and encoder loaded (``checkpoint`` is the preset), with

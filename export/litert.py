@@ -395,7 +395,7 @@ def export_litert(what: str, model, preprocessor, export_dir: str,
     quantize: one of :data:`QUANTIZE`.
     labels, is_pair, is_regression, multi_label, num_choices, task_name,
       doc_stride, max_windows: the task's (:class:`ServingSpec`; defaults
-      :data:`bert_tf.export.spec.DEFAULTS`).
+      :attr:`defaults` of the kind's serving module).
     max_seq_length: the id-level encoder's fixed width (default the
       preprocessor's).
 

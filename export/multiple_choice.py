@@ -76,6 +76,17 @@ class MultipleChoiceServing(serving.ServingModule):
   """
 
   kind = "swag"
+  defaults = {"num_choices": 4}  # SWAG's four endings
+
+  @classmethod
+  def settings_from_run(cls, run_config) -> dict:
+    """``swag_config.json``: ``num_choices``."""
+    return {"num_choices": run_config.get("num_choices")}
+
+  @classmethod
+  def settings_from_model(cls, model, *, is_pair=False, num_choices=None) -> dict:
+    del model, is_pair
+    return {"num_choices": num_choices}
 
   def __init__(self, model, preprocessor, spec: spec_lib.ServingSpec, ops=None):
     if not hasattr(model, "classifier") or getattr(model.classifier, "num_outputs", 1) != 1:
@@ -112,7 +123,7 @@ class MultipleChoiceServing(serving.ServingModule):
 
   def metadata(self) -> dict:
     out = super().metadata()
-    out["task"] = "swag"
+    out.update(task="swag", is_pair=True, num_choices=self.num_choices)
     return out
 
   def warmup_requests(self):

@@ -116,6 +116,33 @@ class ClassifierServing(serving.ServingModule):
 
   kind = "classifier"
 
+  @classmethod
+  def settings_from_run(cls, run_config) -> dict:
+    """``classifier_config.json``: ``labels``, ``is_pair``,
+    ``is_regression``, ``multi_label``."""
+    regression = bool(run_config.get("is_regression"))
+    return {"is_pair": bool(run_config.get("is_pair")),
+            "labels": None if regression else run_config.get("labels"),
+            "problem_type": spec_lib.REGRESSION if regression else (
+                spec_lib.MULTI_LABEL if run_config.get("multi_label") else
+                spec_lib.SINGLE_LABEL)}
+
+  @classmethod
+  def settings_from_model(cls, model, *, is_pair=False, num_choices=None) -> dict:
+    """The model's ``problem_type`` and ``label_names`` (else ``0..L-1``)."""
+    del num_choices
+    problem = getattr(model, "problem_type", None) or spec_lib.SINGLE_LABEL
+    return {"is_pair": bool(is_pair), "problem_type": problem,
+            "labels": None if problem == spec_lib.REGRESSION else (
+                getattr(model, "label_names", None)
+                or [str(i) for i in range(model.num_labels)])}
+
+  @classmethod
+  def check_spec(cls, spec) -> None:
+    if not spec.is_regression and not spec.labels:
+      raise spec_lib.SpecError("a classifier export: labels are required unless "
+                               "is_regression", argument="labels")
+
   def __init__(self, model, preprocessor, spec: spec_lib.ServingSpec, ops=None):
     if not spec.is_regression:
       num = getattr(model, "num_labels", len(spec.labels))
@@ -134,7 +161,10 @@ class ClassifierServing(serving.ServingModule):
     return classifier_outputs(self.ops.logits(self, self.ops.pack(texts)), self.spec)
 
   def metadata(self) -> dict:
+    spec = self.spec
     out = super().metadata()
+    out.update(task=spec.task_name, task_name=spec.task_name, is_pair=spec.is_pair,
+               is_regression=spec.is_regression, multi_label=spec.multi_label)
     out.update(getattr(self.ops, "metadata", dict)())
     return out
 

@@ -230,7 +230,10 @@ class ServingModule(tf.Module):
   Subclasses set ``kind`` (a task kind name) and define
   :meth:`build_signatures` (``tf.function``s with input signatures, their
   output dicts the task's), and may extend :meth:`metadata` and
-  :meth:`warmup_requests`.
+  :meth:`warmup_requests`. What the kind's :class:`ServingSpec` holds is the
+  class's too: ``defaults`` and ``extra_settings`` (read by
+  :meth:`ServingSpec.create`), :meth:`settings_from_run`,
+  :meth:`settings_from_model`, :meth:`check_spec`.
 
   Args:
     model: the task's Keras model (the encoder for ``encoder``/``features``;
@@ -248,6 +251,28 @@ class ServingModule(tf.Module):
   """
 
   kind = ""
+  # The kind's serving defaults (ServingSpec fields or extra_settings).
+  defaults: Dict[str, object] = {}
+  # Settings of the kind beyond ServingSpec's fields (kept in spec.settings).
+  extra_settings: Sequence[str] = ()
+
+  @classmethod
+  def settings_from_run(cls, run_config) -> dict:
+    """The spec settings a run's settings file gives (default: none)."""
+    del run_config
+    return {}
+
+  @classmethod
+  def settings_from_model(cls, model, *, is_pair: bool = False,
+                          num_choices: Optional[int] = None) -> dict:
+    """The spec settings an in-memory model gives (default: none)."""
+    del model, is_pair, num_choices
+    return {}
+
+  @classmethod
+  def check_spec(cls, spec: spec_lib.ServingSpec) -> None:
+    """Raises SpecError for a spec the kind cannot serve (default: none)."""
+    del spec
 
   def __init__(self, model, preprocessor, spec: spec_lib.ServingSpec, ops=None):
     super().__init__(name="bert_%s_serving" % (self.kind or "task"))
@@ -311,9 +336,7 @@ def text_requests(inputs) -> List[tuple]:
   return out
 
 
-def module_class(kind: str) -> type:
-  """The serving module class of ``kind`` (its record's ``serving``)."""
-  return task_kinds.get(kind, argument="what").attribute("serving")
+module_class = spec_lib.module_class
 
 
 def build(spec: spec_lib.ServingSpec, model, preprocessor, ops=None) -> ServingModule:

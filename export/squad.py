@@ -130,11 +130,28 @@ class SquadServing(serving.ServingModule):
   """
 
   kind = "squad"
+  # The original run_squad.py's flags; the windows searched per context.
+  defaults = {"doc_stride": 128, "max_windows": 100, "max_query_length": 64,
+              "max_answer_length": 30, "n_best_size": 20,
+              "version_2_with_negative": False, "null_score_diff_threshold": 0.0}
+  extra_settings = ("max_query_length", "max_answer_length", "n_best_size",
+                    "version_2_with_negative", "null_score_diff_threshold")
+
+  @classmethod
+  def settings_from_run(cls, run_config) -> dict:
+    """``squad_config.json``'s window and answer settings, as they are."""
+    keys = ("doc_stride",) + cls.extra_settings
+    return {k: run_config[k] for k in keys if k in run_config}
+
+  def squad_settings(self) -> dict:
+    """The answer settings and the windows as one dict."""
+    return dict(self.spec.settings, doc_stride=self.spec.doc_stride,
+                max_windows=self.spec.max_windows)
 
   def __init__(self, model, preprocessor, spec: spec_lib.ServingSpec, ops=None,
                track_model: bool = True):
     seq = preprocessor.max_seq_length
-    settings = spec.squad_settings
+    settings = dict(spec.settings, doc_stride=spec.doc_stride, max_windows=spec.max_windows)
     for name, low in (("doc_stride", 1), ("max_query_length", 0),
                       ("max_answer_length", 1), ("n_best_size", 1), ("max_windows", 1)):
       if int(settings[name]) < low:
@@ -166,7 +183,7 @@ class SquadServing(serving.ServingModule):
     if self.version_2_with_negative:
       outputs += ["no_answer", "null_score_diff"]
     out = super().metadata()
-    out.update(self.spec.squad_settings, outputs=sorted(outputs),
+    out.update(self.squad_settings(), task="squad", is_pair=True, outputs=sorted(outputs),
                null_score_diff_threshold=self.null_score_diff_threshold,
                offsets="start_char/end_char: Unicode code points, end exclusive")
     return out
@@ -428,7 +445,7 @@ def SquadServingModule(model, preprocessor, track_model: bool = True,  # pylint:
   """A :class:`SquadServing` from the original ``run_squad.py``'s settings
   (``doc_stride``, ``max_query_length``, ``max_answer_length``,
   ``version_2_with_negative``, ``null_score_diff_threshold``,
-  ``n_best_size``, ``max_windows``; defaults :data:`bert_tf.export.spec.DEFAULTS`).
+  ``n_best_size``, ``max_windows``; defaults :attr:`SquadServing.defaults`).
 
   Raises:
     errors.ParamsError: inconsistent lengths.

@@ -80,6 +80,29 @@ class TaggingServing(serving.ServingModule):
   """
 
   kind = "ner"
+  # The training default stride; the serving cap on windows per sentence.
+  defaults = {"doc_stride": 64, "max_windows": 256}
+
+  @classmethod
+  def settings_from_run(cls, run_config) -> dict:
+    """``ner_config.json``: ``labels``, ``doc_stride``."""
+    return {"labels": run_config.get("labels"), "doc_stride": run_config.get("doc_stride")}
+
+  @classmethod
+  def settings_from_model(cls, model, *, is_pair=False, num_choices=None) -> dict:
+    """The token classifier's tag names (``label_names``, its ``id2label``)."""
+    del is_pair, num_choices
+    if not getattr(model, "label_names", None):
+      raise spec_lib.SpecError("the token classifier names no tags (id2label); the tagger "
+                               "export needs BIO tag names", argument="from_preset")
+    return {"labels": model.label_names}
+
+  @classmethod
+  def check_spec(cls, spec) -> None:
+    if "O" not in (spec.labels or ()):
+      raise spec_lib.SpecError("the NER export needs BIO tag names with an 'O' tag (the "
+                               "labels are %s)" % (list(spec.labels or ()),),
+                               argument="labels")
 
   def __init__(self, model, preprocessor, spec: spec_lib.ServingSpec, ops=None):
     if len(spec.labels) != getattr(model, "num_labels", -1):
@@ -154,6 +177,7 @@ class TaggingServing(serving.ServingModule):
   def metadata(self) -> dict:
     out = super().metadata()
     out.update(task="ner", is_pair=False, outputs=list(OUTPUTS),
+               doc_stride=int(self.spec.doc_stride), max_windows=int(self.spec.max_windows),
                offsets="start_char/end_char: Unicode code points, end exclusive")
     return out
 

@@ -230,7 +230,7 @@ def test_export_from_an_original_fine_tuned_checkpoint_and_a_keras_file(tmp_path
   for preset, labels in ((str(ft / "model.ckpt-7"), ["0", "1", "2"]),
                          (str(tmp_path / "clf.keras"), ["bad", "meh", "good"])):
     run = from_preset.load_preset(preset, max_seq_length=64)
-    assert run.kind == "classifier" and run.run_config["labels"] == labels, preset
+    assert run.kind == "classifier" and list(run.spec.labels) == labels, preset
     path = fine_tuned.export_run(run, None, str(tmp_path / ("export_" + os.path.basename(preset))))
     out = tf.saved_model.load(path).signatures["serving_default"](text=tf.constant(texts))
     np.testing.assert_allclose(out["probabilities"].numpy(), want, atol=1e-5, err_msg=preset)

@@ -20,6 +20,7 @@ import numpy as np
 import tensorflow as tf
 import keras
 from bert_tf import checkpoints, preprocessing
+from bert_tf.modeling import presets
 from bert_tf.export import client, litert, saved_model, multiple_choice as mc_export
 from bert_tf.modeling import models, tagging, multiple_choice
 from bert_tf.tools.minilm_dir import minilm_dir
@@ -75,7 +76,7 @@ def report(task, ref_logits, feed, n, key, model, what, kw, gold=None, mask=None
 
 # Classifier: SavedModel export vs LiteRT.
 cls = models.build_classifier(config, 2)
-checkpoints.load_encoder_weights(cls.encoder, mdir)
+presets.load_encoder_weights(cls.encoder, mdir)
 sm = tf.saved_model.load(saved_model.export_classifier(
     cls, pre, ["0", "1"], os.path.join(work, "cls_sm"), "sst-2")).signatures["serving_default"]
 ref = np.concatenate([sm(text=tf.constant(sents[i:i + 64]))["logits"].numpy()
@@ -85,7 +86,7 @@ report("classifier (movie dev, %d)" % len(sents), ref, {"text": b(sents)}, len(s
 
 # Tagger: the Keras model on the preprocessor's ids (first window, per piece).
 tg = tagging.BertTokenClassifier(config, 13)
-checkpoints.load_encoder_weights(tg.encoder, mdir)
+presets.load_encoder_weights(tg.encoder, mdir)
 refs, masks = [], []
 for i in range(0, len(ner_text), 64):
   f = pre(tf.constant(ner_text[i:i + 64]))
@@ -101,7 +102,7 @@ end_keys = ["ending%d" % k for k in range(4)]
 ends = [[(r["sent2"] + " " + r[k]).strip() for k in end_keys] for r in mc_rows]
 mgold = np.array([int(r["label"]) for r in mc_rows])
 mcm = multiple_choice.build_multiple_choice(config)
-checkpoints.load_encoder_weights(mcm.encoder, mdir)
+presets.load_encoder_weights(mcm.encoder, mdir)
 msm = tf.saved_model.load(mc_export.export_multiple_choice(
     mcm, pre, os.path.join(work, "mc_sm"), len(end_keys))).signatures["serving_default"]
 mref = np.concatenate([msm(context=tf.constant(ctx[i:i + 16]),

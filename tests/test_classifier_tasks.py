@@ -303,6 +303,30 @@ def test_generic_csv_and_tsv(tmp_path):
   assert not tsv.is_pair
   with pytest.raises(cd.TaskError, match=r"train.tsv line \d+: label '1'"):
     cd.read_split(tsv, d + "/train.tsv", tsv.train)
+  # --labels=0:ham,1:spam names the data's values (issue 70): ids in the
+  # pairs' order, the names the task's labels.
+  names, aliases = cd.parse_labels("1:spam,0:ham")
+  named = cd.get_task("tsv", text_a_column="text", label_column="label", labels=names,
+                      label_aliases=aliases)
+  ex = cd.read_split(named, d + "/train.tsv", named.train)
+  assert named.labels == ("spam", "ham")
+  assert [named.labels[i] for i in ex.labels] == [
+      {"0": "ham", "1": "spam"}[l] for _, l in SINGLES[:5]]
+  sst = cd.get_task("sst-2", label_aliases=cd.parse_labels(["0:negative", "1:positive"])[1])
+  assert sst.labels == ("negative", "positive")
+  for flag, match in (("0:ham,spam", "is not VALUE:NAME"), ("0:ham,0:spam", "repeated value"),
+                      ("0:ham,1:ham", "repeated name"), ("0:", "is not VALUE:NAME")):
+    with pytest.raises(cd.TaskError, match=match):
+      cd.parse_labels(flag)
+  with pytest.raises(cd.TaskError, match="sst-2's labels are 0,1"):
+    cd.get_task("sst-2", label_aliases=(("0", "neg"),))
+  # The names are the run's labels (classifier_config.json -> id2label, exports).
+  _write(d + "/dev.tsv", [("label", "text")] + [(l, s) for s, l in SINGLES[5:9]])
+  task = classifier.ClassificationTask(classifier.ClassifierParams(
+      task_name="tsv", data_dir=d, output_dir=d + "/run", text_a_column="text",
+      label_column="label", labels=("0:ham", "1:spam"), bert_config_file=TINY_CONFIG,
+      vocab_file=VOCAB, max_seq_length=16), do_train=True, do_eval=True)
+  assert task.run_config()["labels"] == ["ham", "spam"]
   bad = cd.get_task("tsv", text_a_column="sentence", label_column="label")
   with pytest.raises(cd.TaskError, match="line 1: no column 'sentence'"):
     cd.read_split(bad, d + "/train.tsv", bad.train)

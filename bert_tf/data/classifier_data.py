@@ -39,7 +39,7 @@ import csv
 import dataclasses
 import os
 import sys
-from typing import Optional
+from typing import Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -234,8 +234,58 @@ def data_files_help() -> str:
                    for files, names in groups.items())
 
 
+def parse_labels(items) -> Tuple[Optional[tuple], tuple]:
+  """``--labels`` -> ``(label names or None, ((data value, name), ...))``.
+
+  Either label names in id order (``neg,pos``), or ``VALUE:NAME`` pairs
+  that name the values the data holds (``0:ham,1:spam``: the ids in the
+  pairs' order, the names into the run's ``labels``, the model's
+  ``id2label`` and every export), as transformers' ``id2label`` names a
+  dataset's integer labels.
+
+  Args:
+    items: the flag's comma-separated items (str or a sequence of str).
+
+  Raises:
+    TaskError: pairs mixed with plain names, an empty value or name, a
+      value or name given twice (``argument="labels"``).
+  """
+  if isinstance(items, str):
+    items = items.split(",")
+  items = [i.strip() for i in items or () if i.strip()]
+  if not items:
+    return None, ()
+  pairs = [i.split(":", 1) for i in items if ":" in i]
+  if not pairs:
+    return tuple(items), ()
+  bad = [i for i in items if ":" not in i or not all(p.strip() for p in i.split(":", 1))]
+  if bad:
+    raise TaskError("--labels: %r is not VALUE:NAME; give every label as VALUE:NAME "
+                    "(0:ham,1:spam) or none" % bad[0], argument="labels")
+  values = [v.strip() for v, _ in pairs]
+  names = tuple(n.strip() for _, n in pairs)
+  for what, seq in (("value", values), ("name", names)):
+    if len(set(seq)) != len(seq):
+      raise TaskError("--labels: repeated %s in %s" % (what, ",".join(items)),
+                      argument="labels")
+  return names, tuple(zip(values, names))
+
+
+def _named_labels(task: Task, aliases: tuple) -> Task:
+  """``task`` with its fixed labels renamed by ``--labels`` VALUE:NAME pairs
+  (every one of its labels named; its own aliases kept, renamed)."""
+  names = dict(aliases)
+  if set(names) != set(task.labels):
+    raise TaskError("--labels: task %s's labels are %s; name each of them once (got %s)"
+                    % (task.name, ",".join(task.labels), ",".join(names)),
+                    argument="labels")
+  own = tuple((raw, names[label]) for raw, label in task.label_aliases)
+  return dataclasses.replace(task, labels=tuple(names[l] for l in task.labels),
+                             label_aliases=own + tuple(aliases))
+
+
 def get_task(name, xnli_language="en", text_a_column=None, text_b_column=None,
-             label_column=None, labels=None):
+             label_column=None, labels=None, label_aliases=()):
   """The :class:`Task` for ``--task_name`` (case-insensitive).
 
   Args:
@@ -244,11 +294,15 @@ def get_task(name, xnli_language="en", text_a_column=None, text_b_column=None,
     text_a_column, text_b_column, label_column: generic tasks' header names
       (or 0-based indices); text_b optional.
     labels: generic tasks: label strings (``--labels``); None infers them
-      from train (sorted). Other tasks: ignored.
+      from train (sorted). Other tasks: ignored (but see ``label_aliases``).
+    label_aliases: ``(data value, label name)`` pairs (:func:`parse_labels`
+      of ``--labels=0:ham,1:spam``): the data's values read as the names;
+      for a task with fixed labels, each of its labels renamed.
 
   Raises:
-    TaskError: unknown name (listing the known ones), or a generic task
-      without ``--text_a_column`` / ``--label_column``.
+    TaskError: unknown name (listing the known ones), a generic task
+      without ``--text_a_column`` / ``--label_column``, ``label_aliases``
+      that do not name a fixed-label task's labels.
   """
   key = ALIASES.get(name.lower(), name.lower())
   if key in GENERIC:
@@ -266,6 +320,7 @@ def get_task(name, xnli_language="en", text_a_column=None, text_b_column=None,
                 Split("train", "train" + ext, cols),
                 (Split("dev", "dev" + ext, cols),),
                 (Split("test", "test" + ext, test_cols, True, key),),
+                label_aliases=tuple(label_aliases),
                 delimiter="\t" if key == "tsv" else ",",
                 quotechar=None if key == "tsv" else '"')
   if key not in TASKS:
@@ -274,6 +329,8 @@ def get_task(name, xnli_language="en", text_a_column=None, text_b_column=None,
   task = TASKS[key]
   if key == "xnli":
     task = dataclasses.replace(task, language=xnli_language)
+  if label_aliases and not task.is_regression:
+    task = _named_labels(task, tuple(label_aliases))
   return task
 
 
@@ -510,6 +567,7 @@ def read_tfds_split(task, tfds_name, tfds_data_dir, split):
   out = Examples([], [] if task.is_pair else None, [] if with_labels else None,
                  [], path)
   label_index = {l: i for i, l in enumerate(task.labels or ())}
+  values = set(task.labels or ()) | {v for v, _ in task.label_aliases}
   ds = builder.as_dataset(split=name, shuffle_files=False)
   for n, ex in enumerate(tfds.as_numpy(ds)):
     out.texts_a.append(ex[keys[0]].decode("utf-8", "replace"))
@@ -521,7 +579,12 @@ def read_tfds_split(task, tfds_name, tfds_data_dir, split):
       if task.is_regression:
         out.labels.append(float(y))
         continue
-      raw = str(int(y)) if task.labels == ("0", "1") or names is None else names[int(y)]
+      # The data's values: the label ids themselves where the task's labels
+      # (or the --labels values naming them) are the ids, else tfds' names.
+      raw = str(int(y))
+      if names is not None and raw not in values:
+        raw = names[int(y)]
+      raw = dict(task.label_aliases).get(raw, raw)
       if raw not in label_index:
         raise TaskError("%s example %d: label %r is not one of %s" % (
             path, n, raw, ", ".join(task.labels)))

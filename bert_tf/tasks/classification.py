@@ -65,7 +65,7 @@ class ClassifierParams(fine_tuning.FineTuningParams, fine_tuning.SkipPaddingPara
   text_a_column: Optional[str] = field(None, "tsv/csv tasks: header name of the first text column.")
   text_b_column: Optional[str] = field(None, "tsv/csv tasks: header name of the second text column (pair tasks).")
   label_column: Optional[str] = field(None, "tsv/csv tasks: header name of the label column.")
-  labels: Optional[tuple] = field(None, "tsv/csv tasks: label names in id order (default: sorted train labels).")
+  labels: Optional[tuple] = field(None, "Label names in id order (tsv/csv tasks; default: the sorted train labels), or VALUE:NAME pairs that name the values the data holds (--labels=0:ham,1:spam; any task): the names go into the run's labels, the model's id2label and every export.")
   tfds_name: Optional[str] = field(None, "Read a prepared tensorflow-datasets GLUE set instead of --data_dir, e.g. glue/sst2.")
   tfds_data_dir: Optional[str] = field(None, "tensorflow-datasets data_dir holding --tfds_name (never downloaded).")
   strict_utf8: bool = field(False, "Refuse a data file with bytes that are not UTF-8 (naming the file and line). Default: such bytes become U+FFFD, as the original reads them, with one warning naming the file, the first such line and their count.")
@@ -83,13 +83,11 @@ def task_from_params(params):
   Raises:
     classifier_data.TaskError: unknown task or missing generic-task flags.
   """
-  labels = params.labels
-  if isinstance(labels, str):
-    labels = [l.strip() for l in labels.split(",") if l.strip()]
+  labels, aliases = classifier_data.parse_labels(params.labels)
   return classifier_data.get_task(
       params.task_name, xnli_language=params.xnli_language,
       text_a_column=params.text_a_column, text_b_column=params.text_b_column,
-      label_column=params.label_column, labels=labels or None)
+      label_column=params.label_column, labels=labels, label_aliases=aliases)
 
 
 def load_split(task, params, split):

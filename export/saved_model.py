@@ -122,6 +122,7 @@ class ClassifierServing(serving.ServingModule):
     ``is_regression``, ``multi_label``."""
     regression = bool(run_config.get("is_regression"))
     return {"is_pair": bool(run_config.get("is_pair")),
+            "warmup": run_config.get("warmup_examples") or None,
             "labels": None if regression else run_config.get("labels"),
             "problem_type": spec_lib.REGRESSION if regression else (
                 spec_lib.MULTI_LABEL if run_config.get("multi_label") else
@@ -159,6 +160,16 @@ class ClassifierServing(serving.ServingModule):
     """The serving computation on flat string [B] batches; the output dict."""
     texts = [text_a] if text_b is None else [text_a, text_b]
     return classifier_outputs(self.ops.logits(self, self.ops.pack(texts)), self.spec)
+
+  def warmup_requests(self):
+    """The run's own examples (and an empty string) when it recorded them,
+    else the module's movie-review sentences."""
+    rows = [list(r) for r in self.spec.warmup if len(r) == (2 if self.spec.is_pair else 1)]
+    if not rows:
+      return super().warmup_requests()
+    names = self.input_names()
+    rows.append([""] * len(names))
+    return [("serving_default", {n: [r[i] for r in rows] for i, n in enumerate(names)})]
 
   def metadata(self) -> dict:
     spec = self.spec

@@ -73,6 +73,9 @@ class ServingSpec:
     settings: the kind's other settings (its module's ``extra_settings``:
       SQuAD's answer settings), a sorted tuple of ``(key, value)``.
     do_lower_case, preserve_unused_tokens: the tokenizer (recorded).
+    warmup: rows of input strings for the warm-up requests (a run's own
+      examples, its settings file's ``warmup_examples``); () for the
+      module's own.
   """
   kind: str
   max_seq_length: int
@@ -86,6 +89,7 @@ class ServingSpec:
   settings: Tuple[Tuple[str, object], ...] = ()
   do_lower_case: Optional[bool] = None
   preserve_unused_tokens: bool = False
+  warmup: Tuple[Tuple[str, ...], ...] = ()
 
   @classmethod
   def create(cls, kind: str, max_seq_length: int, **settings) -> "ServingSpec":
@@ -109,6 +113,8 @@ class ServingSpec:
     extra = tuple(sorted((k, values.pop(k)) for k in module.extra_settings if k in values))
     if values.get("labels") is not None:
       values["labels"] = tuple(str(l) for l in values["labels"])
+    if values.get("warmup"):
+      values["warmup"] = tuple(tuple(str(t) for t in row) for row in values["warmup"])
     spec = cls(kind=kind, max_seq_length=int(max_seq_length), settings=extra, **values)
     spec.check()
     return spec

@@ -128,7 +128,7 @@ def run(tmp_path_factory):
       "encoder": saved_model.export_encoder(restored.model.encoder, str(tmp / "enc"),
                                             max_seq_length=SEQ),
   }
-  return {"ft": ft, "tmp": tmp, "paths": paths, "model": model, "pre": pre,
+  return {"ft": ft, "tmp": tmp, "data": data, "paths": paths, "model": model, "pre": pre,
           "graph_pre": conftest.graph_preprocessor(pre)}
 
 
@@ -377,10 +377,16 @@ def test_warmup_requests_parse_and_run(run):
       args = {k: tf.constant(tf.make_ndarray(v)) for k, v in req.inputs.items()}
       out = loaded.signatures[sig](**args)  # the request really runs
       assert all(v.shape[0] == args[sorted(args)[0]].shape[0] for v in out.values())
+    first = apis.PredictionLog.FromString(records[0].numpy()).predict_log.request.inputs
+    texts = tf.make_ndarray(first["text" if name == "single" else "text_b"]).tolist() \
+        if name in ("single", "pair") else None
     if name == "single":
-      texts = tf.make_ndarray(apis.PredictionLog.FromString(
-          records[0].numpy()).predict_log.request.inputs["text"]).tolist()
-      assert texts[:2] == [s.encode() for s in saved_model.WARMUP_SENTENCES[:2]]
+      # The run's own examples (its first training rows) and an empty string.
+      with open(os.path.join(run["data"], "train.tsv"), encoding="utf-8") as f:
+        rows = [l.split("\t")[0] for l in f.read().splitlines()[1:4]]
+      assert texts == [t.encode() for t in rows] + [b""]
+    if name == "pair":  # an export given no data: the module's sentences
+      assert texts[:2] == [s.encode() for s in saved_model.WARMUP_REPLIES[:2]]
 
 
 @pytest.fixture(scope="module")

@@ -434,11 +434,27 @@ class ClassificationTask(fine_tuning.FineTuningTask):
 
   def run_config(self) -> dict:
     """``classifier_config.json``: ``task_name``, ``labels``, the tokenizer
-    settings, ``is_regression``, ``is_pair`` (the file also gets ``lengths``:
+    settings, ``is_regression``, ``is_pair``, ``warmup_examples``
+    (:meth:`warmup_examples`; the file also gets ``lengths``:
     :meth:`~bert_tf.tasks.fine_tuning.FineTuningTask.write_run_files`)."""
     t = self.data_task
     return dict(task_name=t.name, labels=list(t.labels), **self.tokenizer_settings(),
-                is_regression=t.is_regression, is_pair=t.is_pair)
+                is_regression=t.is_regression, is_pair=t.is_pair,
+                warmup_examples=self.warmup_examples())
+
+  def warmup_examples(self, n: int = 3, max_chars: int = 1000) -> list:
+    """The first ``n`` examples of the first split read (dev, else train,
+    else test) as ``[text_a]`` or ``[text_a, text_b]`` lists, each text cut
+    at ``max_chars``: the export's TF Serving warm-up requests come from
+    the run's own data (``classifier_config.json``'s ``warmup_examples``)."""
+    splits = [ex for _, ex in self.devs] + ([self.train] if self.train is not None else [])
+    splits += [ex for _, ex, _ in self.tests]
+    if not splits:
+      return []
+    ex = splits[0]
+    rows = [[ex.texts_a[i]] + ([ex.texts_b[i]] if ex.texts_b is not None else [])
+            for i in range(min(n, len(ex.texts_a)))]
+    return [[t[:max_chars] for t in row] for row in rows]
 
   def train_dataset(self, batch_size, input_context):
     """Repeated ``(features, labels)`` batches of the training examples,

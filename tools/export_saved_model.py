@@ -36,6 +36,14 @@ preset (a Hugging Face ``architectures`` entry, the model class, the run) or
 
   bert-export-saved-model --from_preset=hf://ORG/NAME --export_dir=/tmp/served
 
+On a phone (Android, iOS, Web) with no kernel to build: ``--format=mediapipe``
+writes a ``model.tflite`` that MediaPipe Tasks' ``TextClassifier`` (a
+classifier run) or ``TextEmbedder`` (``--what=features``) runs as it is, the
+vocab and labels in its TFLite metadata:
+
+  bert-export-saved-model --output_dir=/tmp/sst2 --export_dir=/tmp/sst2_mp \
+    --format=mediapipe --quantize=dynamic_int8
+
 Check an export with ``bert-predict-saved-model EXPORT_DIR ...``. See
 ``export/fine_tuned.py`` for the run files and ``export/*.py`` for the
 signatures.
@@ -53,7 +61,9 @@ from bert_tf.export import client  # noqa: E402  pylint: disable=wrong-import-po
 from bert_tf.export import fine_tuned  # noqa: E402  pylint: disable=wrong-import-position
 from bert_tf.export import formats  # noqa: E402  pylint: disable=wrong-import-position
 from bert_tf.export import from_preset  # noqa: E402  pylint: disable=wrong-import-position
+from bert_tf.export import mediapipe as mediapipe_format  # noqa: E402  pylint: disable=wrong-import-position
 from bert_tf.export import saved_model  # noqa: E402  pylint: disable=wrong-import-position
+from bert_tf import preprocessing  # noqa: E402  pylint: disable=wrong-import-position
 from bert_tf.tools import _common  # noqa: E402  pylint: disable=wrong-import-position
 
 FLAGS = flags.FLAGS
@@ -97,10 +107,24 @@ flags.DEFINE_enum("serving_dtype", "float32", list(saved_model.SERVING_DTYPES),
 flags.DEFINE_enum("format", "saved_model", sorted(formats.FORMATS), "saved_model: "
                   "EXPORT_DIR/<version>/ for TF Serving; litert: EXPORT_DIR/<version>/"
                   "model.tflite with the tokenizer inside (ai-edge-litert + "
-                  "tensorflow_text.tflite_registrar), every --what but squad.")
-flags.DEFINE_enum("quantize", "none", ["none", "dynamic_int8", "float16"], "--format=litert: "
-                  "float32 weights, int8 weights with dynamic-range activations, or "
-                  "float16 weights.")
+                  "tensorflow_text.tflite_registrar), every --what but squad; mediapipe: "
+                  "EXPORT_DIR/<version>/model.tflite for MediaPipe Tasks' TextClassifier "
+                  "(classifier) or TextEmbedder (features), the tokenizer MediaPipe's "
+                  "(needs %s)." % mediapipe_format.PACKAGE)
+flags.DEFINE_enum("quantize", "none", ["none", "dynamic_int8", "float16"], "--format=litert "
+                  "and mediapipe: float32 weights, int8 weights with dynamic-range "
+                  "activations, or float16 weights.")
+flags.DEFINE_enum("embedding", mediapipe_format.DEFAULT_EMBEDDING,
+                  list(mediapipe_format.EMBEDDINGS), "--format=mediapipe --what=features: "
+                  "TextEmbedder's vector: mean (the mean of sequence_output over the "
+                  "tokens; all-MiniLM-L6-v2's pooling, the better sentence embedding) or "
+                  "pooled (the pooler's pooled_output, trained for next-sentence "
+                  "prediction). L2 normalization is TextEmbedder's own l2_normalize "
+                  "option.")
+flags.DEFINE_bool("dynamic_length", False, "--format=mediapipe: inputs [1, None]; "
+                  "MediaPipe sends each text's tokens unpadded and the graph cuts them at "
+                  "--max_seq_length: same scores, faster on short texts; needs a MediaPipe "
+                  "runtime with dynamic input tensors.")
 flags.mark_flags_as_required(["export_dir"])
 flags.mark_flags_as_mutual_exclusive(["output_dir", "from_preset"], required=True)
 
@@ -122,10 +146,22 @@ def _check_before_loading() -> None:
   formats.get(FLAGS.format)
   base.check_export_dir(FLAGS.export_dir)
   if what:
-    formats.check(FLAGS.format, what, xla=FLAGS.xla, dtype=FLAGS.serving_dtype,
-                  quantize=FLAGS.quantize)
-  elif FLAGS.quantize != "none" and FLAGS.format != "litert":
+    formats.check(FLAGS.format, what, **_format_options())
+    # A format that refuses some settings (MediaPipe: pairs, regression, casing,
+    # the vocab) reads them from the run's files, before the weights.
+    if not FLAGS.from_preset and formats.get(FLAGS.format).check_spec is not None:
+      run = fine_tuned.read_run(FLAGS.output_dir, FLAGS.max_seq_length, FLAGS.vocab_file,
+                                FLAGS.do_lower_case)
+      vocab = preprocessing.read_vocab_lines(run.vocab_file) if run.vocab_file else None
+      formats.check_spec(FLAGS.format, run.export_spec(what), vocab)
+  elif FLAGS.quantize != "none" and "quantize" not in dict(formats.get(FLAGS.format).options):
     formats.check(FLAGS.format, "encoder", quantize=FLAGS.quantize)
+
+
+def _format_options() -> dict:
+  """The format options of the flags (each format refuses another's)."""
+  return {"xla": FLAGS.xla, "dtype": FLAGS.serving_dtype, "quantize": FLAGS.quantize,
+          "embedding": FLAGS.embedding, "dynamic_length": FLAGS.dynamic_length}
 
 
 def _summary(what: str, run, path: str) -> None:
@@ -143,6 +179,9 @@ def _summary(what: str, run, path: str) -> None:
     for note in meta.get("token_differences") or ():
       print("warning: the in-graph tokenizer differs from the original's: " + note)
     return
+  if FLAGS.format == "mediapipe":
+    _mediapipe_summary(what, run, path, meta)
+    return
   version = meta["min_tf_serving_version"]
   hint = ("; it takes token ids (input_word_ids, input_mask, input_type_ids): for raw "
           "text in, export --what=features (every layer's output from text) or "
@@ -150,6 +189,23 @@ def _summary(what: str, run, path: str) -> None:
   print("exported %s (%s, checkpoint %s, max_seq_length %s) to %s; TF Serving %s%s" % (
       what, run.task_name, run.checkpoint, seq, path,
       "any version (core ops only)" if version == "any" else ">= " + version, hint))
+
+
+def _mediapipe_summary(what: str, run, path: str, meta: dict) -> None:
+  """A MediaPipe file's line (size, length, output, the task that runs it)
+  and one warning per class of MediaPipe's tokenizer differences."""
+  tflite = os.path.join(path, client.TFLITE_FILE)
+  output = ("probabilities" if what == "classifier" else
+            "embedding (%s)" % meta.get("embedding"))
+  print("exported %s (%s, checkpoint %s) to %s (%.1f MB, quantize=%s, max_seq_length %s%s, "
+        "output %s); run it with MediaPipe Tasks' %s (Python mediapipe.tasks.python.text, "
+        "Android com.google.mediapipe:tasks-text)" % (
+            what, run.task_name, run.checkpoint, tflite, os.path.getsize(tflite) / 1e6,
+            meta.get("quantize"), meta.get("max_seq_length"),
+            ", dynamic" if meta.get("dynamic_length") else "", output,
+            meta.get("mediapipe_task")))
+  for note in meta.get("token_differences") or ():
+    print("warning: MediaPipe's tokenizer differs from the original's: " + note)
 
 
 def main(argv):
@@ -166,8 +222,7 @@ def main(argv):
                                 FLAGS.vocab_file, FLAGS.do_lower_case)
     what = FLAGS.what or fine_tuned.exports(run.kind)[0]
     path = fine_tuned.export_run(run, what, FLAGS.export_dir, FLAGS.version,
-                                  xla=FLAGS.xla, dtype=FLAGS.serving_dtype,
-                                  format=FLAGS.format, quantize=FLAGS.quantize)
+                                  format=FLAGS.format, **_format_options())
   except _common.REPORTED as e:
     _common.fail(TOOL, e)
   _summary(what, run, path)

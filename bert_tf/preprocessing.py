@@ -531,17 +531,18 @@ def trim_to_longest(features):
   Exact for BERT (padding is masked out); saves compute on short texts.
 
   Args:
-    features: dict with int ``input_mask`` [B, S] and other [B, S] tensors
-      (keys ``input_ids``, ``input_mask``, ``segment_ids``); other keys are
-      passed through.
+    features: dict with int ``input_mask`` [B, S] (or [B, K, S]: windows
+      or choices, trimmed to the longest of all) and other tensors of that
+      shape (keys ``input_ids``, ``input_mask``, ``segment_ids``); other
+      keys are passed through.
 
   Returns:
-    the same dict with [B, S'] tensors, S' = max row length (at least 1).
+    the same dict with [..., S'] tensors, S' = max row length (at least 1).
   """
-  longest = tf.maximum(tf.reduce_max(tf.reduce_sum(features["input_mask"], 1)), 1)
+  longest = tf.maximum(tf.reduce_max(tf.reduce_sum(features["input_mask"], -1)), 1)
   out = dict(features)
   for k in ("input_ids", "input_mask", "segment_ids"):
-    out[k] = features[k][:, :longest]
+    out[k] = features[k][..., :longest]
   return out
 
 

@@ -144,7 +144,8 @@ class TaskKind:
 
 NOT_WRITTEN = "--format=%s does not write the %s kind (it writes %s)"
 
-_CLASSIFIER_OUTPUTS = ("probabilities", "logits", "label_ids", "labels")
+_CLASSIFIER_OUTPUTS = ("probabilities", "logits", "label_ids", "labels", "num_windows",
+                       "truncated")
 
 KINDS: Dict[str, TaskKind] = {}
 

@@ -37,9 +37,9 @@ the SavedModel, listed in :data:`TOKEN_DIFFERENCES` and warned at export:
   the two halves;
 * ``--preserve_unused_tokens`` cannot be honoured (``FastBertTokenizer`` has
   no such option): ``[unused1]`` becomes ``[``, ``unused``, ``##1``, ``]``;
-* invalid UTF-8 is tokenized as the kernel reads it, not replaced by
-  U+FFFD first (the client, :class:`bert_tf.export.client.LiteRTSignature`,
-  refuses it in one line);
+* invalid UTF-8 is dropped as the SavedModel drops it, but a word it sits
+  inside is split there (each well-formed run is tokenized alone:
+  :func:`bert_tf.export.litert_text.tokenize_valid`; NER's client refuses it);
 * uncased: ``FastBertNormalizer`` lower-cases by NFKC case folding, the
   original by ``str.lower`` + NFD: ligatures, full-width forms, ``\u00df``,
   fractions, Roman numerals and final sigma tokenize differently (measured:
@@ -109,8 +109,8 @@ BUCKETS = (16, 32, 64)
 TOKEN_DIFFERENCES = (
     "control and format characters (\\x00, \\x07, U+200B, U+00AD...) split a word "
     "where the original deletes them and joins its halves",
-    "invalid UTF-8 bytes are read by FastBertNormalizer as they are, not replaced by "
-    "U+FFFD first",
+    "invalid UTF-8 bytes are dropped as the SavedModel drops them, but a word they sit "
+    "inside is split there where the SavedModel joins its halves",
 )
 # Uncased models only: FastBertNormalizer lower-cases by NFKC case folding.
 UNCASED_DIFFERENCE = (
@@ -187,9 +187,23 @@ class LiteOps(serving.TextOps):
     # LiteRT has no assertion kernel: the reshape after it refuses bad sizes.
     return tensors
 
+  def tokenize(self, texts: Sequence[tf.Tensor]) -> list:
+    """Word-piece ids of each text batch, invalid UTF-8 dropped (int32
+    RaggedTensors [B, (T)]; :func:`bert_tf.export.litert_text.tokenize_valid`)."""
+    return [litert_text.tokenize_valid(self.tokenizer, t) for t in texts]
+
+  def pack_tokens(self, tokens: Sequence[tf.RaggedTensor]) -> Dict[str, tf.Tensor]:
+    """int32 [B, max_seq_length] (:func:`bert_tf.export.litert_text.pack_segments`)."""
+    return litert_text.pack_segments(self.preprocessor, tokens)
+
+  @staticmethod
+  def trim(features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    """Fixed widths: the length buckets cut the batch (:meth:`bucketed`)."""
+    return features
+
   def pack(self, texts: Sequence[tf.Tensor]) -> Dict[str, tf.Tensor]:
     """int32 [B, max_seq_length] (:func:`bert_tf.export.litert_text.dense_features`)."""
-    return litert_text.dense_features(self.preprocessor, self.tokenizer, texts)
+    return self.pack_tokens(self.tokenize(texts))
 
   padded = pack
 

@@ -317,7 +317,8 @@ def check_spec(spec: spec_lib.ServingSpec, vocab_lines: Optional[Sequence[str]])
   cannot run as the SavedModel answers.
 
   Raises:
-    MediaPipeExportError: a sentence-pair or regression classifier, a cased
+    MediaPipeExportError: a sentence-pair or regression classifier, one
+      that reads long texts other than by ``head``, a cased
       model (MediaPipe lower-cases every input), a vocab of
       :func:`check_vocab`'s refusals.
   """
@@ -326,6 +327,12 @@ def check_spec(spec: spec_lib.ServingSpec, vocab_lines: Optional[Sequence[str]])
         "--format=mediapipe: this classifier takes sentence pairs; MediaPipe's TextClassifier "
         "takes one text (its BERT preprocessor writes segment ids 0 only); use "
         "--format=litert", argument="format")
+  method = getattr(spec.long_document, "method", "head")
+  if spec.kind == "classifier" and method != "head":
+    raise MediaPipeExportError(
+        "--format=mediapipe: this classifier reads long texts by --long_document=%s; "
+        "MediaPipe's TextClassifier reads one window ([CLS] the first pieces [SEP]); use "
+        "--format=litert (it reads them as the SavedModel does)" % method, argument="format")
   if spec.kind == "classifier" and spec.is_regression:
     raise MediaPipeExportError(
         "--format=mediapipe: a regression model has no MediaPipe task (TextClassifier reads "

@@ -52,6 +52,7 @@ from bert_tf.export import base
 from bert_tf.export import client
 from bert_tf.export import serving
 from bert_tf.export import spec as spec_lib
+from bert_tf.modeling import long_document
 
 METADATA_FILE = base.METADATA_FILE
 WARMUP_SENTENCES = serving.WARMUP_SENTENCES
@@ -123,6 +124,8 @@ class ClassifierServing(serving.ServingModule):
     regression = bool(run_config.get("is_regression"))
     return {"is_pair": bool(run_config.get("is_pair")),
             "warmup": run_config.get("warmup_examples") or None,
+            "long_document": long_document.LongDocument.from_dict(
+                run_config.get("long_document")),
             "labels": None if regression else run_config.get("labels"),
             "problem_type": spec_lib.REGRESSION if regression else (
                 spec_lib.MULTI_LABEL if run_config.get("multi_label") else
@@ -133,7 +136,9 @@ class ClassifierServing(serving.ServingModule):
     """The model's ``problem_type`` and ``label_names`` (else ``0..L-1``)."""
     del num_choices
     problem = getattr(model, "problem_type", None) or spec_lib.SINGLE_LABEL
+    layer = getattr(model, "preprocessor", None)
     return {"is_pair": bool(is_pair), "problem_type": problem,
+            "long_document": getattr(layer, "long_document", None),
             "labels": None if problem == spec_lib.REGRESSION else (
                 getattr(model, "label_names", None)
                 or [str(i) for i in range(model.num_labels)])}
@@ -156,10 +161,22 @@ class ClassifierServing(serving.ServingModule):
     names = ["text_a", "text_b"] if self.spec.is_pair else ["text"]
     return self.text_function(self.predict, names), None
 
+  @property
+  def long_document(self) -> long_document.LongDocument:
+    """How a text longer than one window is read (the spec's; ``head``)."""
+    settings = self.spec.long_document or long_document.LongDocument()
+    return settings.resolved(self.spec.max_seq_length)
+
   def predict(self, text_a, text_b=None):
-    """The serving computation on flat string [B] batches; the output dict."""
+    """The serving computation on flat string [B] batches; the output dict
+    (:func:`classifier_outputs`, ``num_windows`` int32 [B] and
+    ``truncated`` bool [B]: the text was cut, by head/tail truncation or by
+    the window cap)."""
     texts = [text_a] if text_b is None else [text_a, text_b]
-    return classifier_outputs(self.ops.logits(self, self.ops.pack(texts)), self.spec)
+    features, flags = self.ops.document_features(texts, self.long_document)
+    out = classifier_outputs(self.ops.logits(self, features), self.spec)
+    out.update(flags)
+    return out
 
   def warmup_requests(self):
     """The run's own examples (and an empty string) when it recorded them,
@@ -175,7 +192,8 @@ class ClassifierServing(serving.ServingModule):
     spec = self.spec
     out = super().metadata()
     out.update(task=spec.task_name, task_name=spec.task_name, is_pair=spec.is_pair,
-               is_regression=spec.is_regression, multi_label=spec.multi_label)
+               is_regression=spec.is_regression, multi_label=spec.multi_label,
+               long_document=self.long_document.to_dict())
     out.update(getattr(self.ops, "metadata", dict)())
     return out
 

@@ -32,6 +32,7 @@ from bert_tf import preprocessing
 from bert_tf import task_kinds
 from bert_tf.export import base
 from bert_tf.export import spec as spec_lib
+from bert_tf.modeling import long_document
 from bert_tf.modeling import multiple_choice
 
 SAVED_MODEL = task_kinds.SAVED_MODEL
@@ -93,6 +94,26 @@ class TextOps:
     return tf.function(body, autograph=False,
                        input_signature=[self.string_spec(n) for n in names])
 
+  def document_features(self, texts: Sequence[tf.Tensor], settings) -> tuple:
+    """``(features, flags)`` of one or two text batches read by a
+    :class:`~bert_tf.modeling.long_document.LongDocument` method: the
+    model's features ([B, S], or [B, K, S] windows) and ``num_windows``
+    int32 [B], ``truncated`` bool [B]. A format with a tokenizer
+    (``tokenize`` / ``pack_tokens`` / ``trim``) reads every method; one
+    without (ids in) reads its ids as one window and cannot tell a cut."""
+    if not hasattr(self, "tokenize"):
+      features = self.pack(texts)
+      batch = tf.shape(features["input_ids"])[:1]
+      return features, {"num_windows": tf.ones(batch, tf.int32),
+                        "truncated": tf.zeros(batch, tf.bool)}
+    tokens = self.tokenize(texts)
+    if settings.method == "head":
+      return self.pack_tokens(tokens), long_document.head_flags(
+          tokens, self.preprocessor.max_seq_length)
+    packed = long_document.pack(tokens, settings, self.preprocessor, training=False)
+    flags = {k: packed.pop(k) for k in ("num_windows", "truncated")}
+    return self.trim(packed), flags
+
 
 class GraphOps(TextOps):
   """The SavedModel format's ops: tensorflow-text's ragged tokenizer
@@ -145,9 +166,23 @@ class GraphOps(TextOps):
     """Both flattened and gated on equal sizes (:func:`base.check_same_batch`)."""
     return base.check_same_batch(text_a, text_b)
 
+  def tokenize(self, texts: Sequence[tf.Tensor]) -> list:
+    """Word-piece ids of each text batch (int64 RaggedTensors [B, (T)])."""
+    return [self.preprocessor.tokenize(t) for t in texts]
+
+  def pack_tokens(self, tokens: Sequence[tf.RaggedTensor]) -> Dict[str, tf.Tensor]:
+    """``[CLS] a [SEP] (b [SEP])`` int32 [B, S'] (the original's round-robin
+    truncation) trimmed to the longest row."""
+    return preprocessing.trim_to_longest(self.preprocessor.pack(list(tokens)))
+
+  @staticmethod
+  def trim(features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    """Padding columns beyond the longest row dropped (any rank)."""
+    return preprocessing.trim_to_longest(features)
+
   def pack(self, texts: Sequence[tf.Tensor]) -> Dict[str, tf.Tensor]:
     """``[CLS] a [SEP] (b [SEP])`` int32 [B, S'] trimmed to the longest row."""
-    return preprocessing.trim_to_longest(self.preprocessor(*texts))
+    return self.pack_tokens(self.tokenize(texts))
 
   def padded(self, texts: Sequence[tf.Tensor]) -> Dict[str, tf.Tensor]:
     """The same ids padded to ``max_seq_length`` (TF Hub's preprocessor)."""

@@ -76,6 +76,9 @@ class ServingSpec:
     warmup: rows of input strings for the warm-up requests (a run's own
       examples, its settings file's ``warmup_examples``); () for the
       module's own.
+    long_document: a classifier's
+      :class:`~bert_tf.modeling.long_document.LongDocument` (how a text
+      longer than one window is read; None: ``head``, the original's).
   """
   kind: str
   max_seq_length: int
@@ -90,6 +93,7 @@ class ServingSpec:
   do_lower_case: Optional[bool] = None
   preserve_unused_tokens: bool = False
   warmup: Tuple[Tuple[str, ...], ...] = ()
+  long_document: Optional[object] = None
 
   @classmethod
   def create(cls, kind: str, max_seq_length: int, **settings) -> "ServingSpec":

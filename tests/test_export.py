@@ -142,8 +142,11 @@ def reference(run, texts_a, texts_b=None):
   logits = fine_tuning.predict_step(run["model"])(feats).numpy()
   probs = tf.nn.softmax(logits).numpy()
   ids = logits.argmax(-1)  # the export takes the argmax of the logits
+  # One window each, cut where the untruncated packing is longer than SEQ.
+  lengths = preprocessing.token_lengths(run["pre"], texts_a, texts_b)
   return {"probabilities": probs, "logits": logits, "label_ids": ids,
-          "labels": np.array([LABELS[i].encode() for i in ids], dtype=object)}
+          "labels": np.array([LABELS[i].encode() for i in ids], dtype=object),
+          "num_windows": np.ones(len(ids), np.int32), "truncated": lengths > SEQ}
 
 
 @pytest.fixture(scope="module")
@@ -178,7 +181,10 @@ def test_fresh_process_matches_in_process(run, fresh):
   single, pair, pre_single, pre_pair, enc = fresh
   for got, want in ((single, reference(run, TEXTS)),
                     (pair, reference(run, TEXTS, TEXTS_B))):
-    assert set(got) == {"probabilities", "logits", "label_ids", "labels"}
+    assert set(got) == {"probabilities", "logits", "label_ids", "labels", "num_windows",
+                        "truncated"}
+    # One window each; a text cut at max_seq_length says so.
+    assert list(got["num_windows"]) == [1] * len(got["labels"])
     assert got["probabilities"].shape == (len(TEXTS), 2)
     np.testing.assert_allclose(got["probabilities"], want["probabilities"], atol=1e-6)
     np.testing.assert_allclose(got["logits"], want["logits"], atol=1e-6, rtol=1e-6)
@@ -462,7 +468,8 @@ def test_regression_export_returns_predictions(run, tmp_path):
   fn = tf.saved_model.load(path).signatures["serving_default"]
   a, b = [b"A man is playing a flute.", b"", b"\xff"], [b"A man plays a flute.", b"x", b""]
   out = fn(text_a=tf.constant(a), text_b=tf.constant(b))
-  assert set(out) == {"predictions"} and out["predictions"].dtype == tf.float32
+  assert set(out) == {"predictions", "num_windows", "truncated"}
+  assert out["predictions"].dtype == tf.float32
   feats = preprocessing.trim_to_longest(run["pre"](tf.constant(a), tf.constant(b)))
   np.testing.assert_allclose(out["predictions"].numpy(),
                              model(feats, training=False).numpy()[:, 0], atol=1e-6)
@@ -610,6 +617,8 @@ def served_equals_reference(run, serving, data):
        reference(run, data, rev))):
     got = {k: v.numpy() for k, v in got.items()}
     assert set(got) == set(want)
+    np.testing.assert_array_equal(got["num_windows"], want["num_windows"])
+    np.testing.assert_array_equal(got["truncated"], want["truncated"])
     np.testing.assert_allclose(got["logits"], want["logits"], atol=1e-5, rtol=0)
     np.testing.assert_allclose(got["probabilities"], want["probabilities"], atol=1e-5, rtol=0)
     # The same labels. Where the reference's two logits are within the

@@ -63,7 +63,7 @@ def test_export_model_writes_the_runs_default_export(classifier_run, tmp_path):
 
 def test_export_model_refuses_an_unknown_format(classifier_run, tmp_path):
   out, model = classifier_run
-  with pytest.raises(fine_tuned.FineTunedDirError, match="format 'onnx': one of litert, saved_model"):
+  with pytest.raises(fine_tuned.FineTunedDirError, match="format 'onnx': one of litert, mediapipe, saved_model"):
     fine_tuned.export_model(model, out, str(tmp_path / "x"), format="onnx")
   assert not os.path.exists(tmp_path / "x")
 

@@ -101,8 +101,9 @@ def test_every_block_is_run_or_a_tf_serving_command():
     lang = words[0] if words else ""
     if "no-run" in words:
       assert ("tensorflow/serving" in code or "localhost:85" in code
-              or "--storage=postgresql://" in code), (
-          "a no-run block must be a TF Serving (or multi-machine search) command:\n" + code)
+              or "--storage=postgresql://" in code or "com.google.mediapipe" in code), (
+          "a no-run block must be a TF Serving (or multi-machine search) command or "
+          "Android code:\n" + code)
       continue
     assert lang in ("sh", "python"), "a block the harness does not run: %r" % info
     seen[lang] += 1

@@ -19,6 +19,7 @@ from bert_tf import huggingface
 from bert_tf import preprocessing
 from bert_tf.modeling import encoder as encoder_lib
 from bert_tf.modeling import layers as bert_layers
+from bert_tf.modeling import long_document
 from bert_tf.modeling import presets
 from bert_tf.modeling import task_model
 
@@ -704,9 +705,17 @@ class BertClassifier(TextInputsMixin, task_model.TaskModel):
       ``single_label_classification`` (softmax), ``multi_label_classification``
       (a sigmoid per label), ``regression``; None: regression for one label,
       else single-label.
+    window_pooling: how a document's windows make one prediction, when the
+      inputs are windows [B, K, S] (:mod:`bert_tf.modeling.long_document`):
+      ``mean`` or ``max`` over the windows.
+    pool_logits: pool the windows' logits instead of their pooled outputs
+      (the head then reads each window; measured against pooling the pooled
+      outputs in ``bench/bench_long_document.py``).
 
   Call args:
-    inputs: dict with ``input_ids``, ``input_mask``, ``segment_ids`` [B, S];
+    inputs: dict with ``input_ids``, ``input_mask``, ``segment_ids`` [B, S],
+      or [B, K, S]: K windows of each document (a document's missing
+      windows all zero), pooled into one prediction per document;
       or, with a preprocessor, text: string [B] (single sentences), a pair
       ``(text_a, text_b)`` or ``{"text_a": ..., "text_b": ...}`` of string
       [B]. Text is packed ``[CLS] a [SEP] (b [SEP])`` by the preprocessor
@@ -752,12 +761,14 @@ class BertClassifier(TextInputsMixin, task_model.TaskModel):
   """
 
   preset_task = CLASSIFIER_TASK
-  config_fields = ("num_labels", "skip_padding", "problem_type")
+  config_fields = ("num_labels", "skip_padding", "problem_type", "window_pooling",
+                   "pool_logits")
   label_fields = ("num_labels", "id2label", "problem_type")
 
   def __init__(self, config: "config_lib.BertConfig | dict", num_labels: int,
                skip_padding: bool = True, preprocessor=None, id2label=None,
-               problem_type: Optional[str] = None, **kwargs):
+               problem_type: Optional[str] = None, window_pooling: str = "mean",
+               pool_logits: bool = False, **kwargs):
     super().__init__(**kwargs)
     config = config_lib.as_bert_config(config)
     self.config = config
@@ -770,6 +781,11 @@ class BertClassifier(TextInputsMixin, task_model.TaskModel):
       raise errors.ParamsError("problem_type %r: one of %s" % (
           problem_type, ", ".join(huggingface.PROBLEM_TYPES)), argument="problem_type")
     self.problem_type = problem_type
+    if window_pooling not in long_document.POOLINGS:
+      raise errors.ParamsError("window_pooling %r: one of %s" % (
+          window_pooling, ", ".join(long_document.POOLINGS)), argument="window_pooling")
+    self.window_pooling = window_pooling
+    self.pool_logits = bool(pool_logits)
     self.encoder = encoder_lib.BertEncoder(config, name="bert")
     self.dropout = bert_layers.Dropout(config.hidden_dropout_prob, name="dropout")
     self.classifier = DenseHead(config, num_labels, name="classifier")
@@ -831,9 +847,33 @@ class BertClassifier(TextInputsMixin, task_model.TaskModel):
   def call(self, inputs, training=False, skip_padding=None):
     inputs = self._model_inputs(inputs)
     skip = self.skip_padding if skip_padding is None else skip_padding
+    if inputs["input_ids"].shape.rank == 3:
+      return self._call_windows(inputs, training, skip)
     pooled = self.encoder(inputs, training=training,
                           skip_padding=skip)["pooled_output"]
     return self.classifier(self.dropout(pooled, training=training))
+
+  def _call_windows(self, inputs, training, skip):
+    """Logits [B, L] of documents given as windows [B, K, S]: the valid
+    windows (any position unmasked) encoded together, their pooled outputs
+    (or logits, ``pool_logits``) pooled per document."""
+    mask = inputs["input_mask"]
+    batch, k = tf.shape(mask)[0], tf.shape(mask)[1]
+    valid = tf.reduce_any(mask > 0, axis=-1)                               # [B, K]
+    rows = tf.cast(tf.where(tf.reshape(valid, [-1])), tf.int32)            # [W, 1]
+    # A gather on axis 0 keeps the rank known (the LiteRT converter needs it).
+    flat = {n: tf.gather(tf.reshape(inputs[n], [batch * k, tf.shape(mask)[2]]),
+                         tf.reshape(rows, [-1])) for n in long_document.FEATURES}
+    pooled = self.encoder(flat, training=training, skip_padding=skip)["pooled_output"]
+    per_window = (self.classifier(self.dropout(pooled, training=training))
+                  if self.pool_logits else pooled)
+    width = tf.shape(per_window)[-1]
+    dense = tf.scatter_nd(rows, per_window, tf.stack([batch * k, width]))
+    pooled_docs = long_document.pool_windows(
+        tf.reshape(dense, tf.stack([batch, k, width])), valid, self.window_pooling)
+    if self.pool_logits:
+      return pooled_docs
+    return self.classifier(self.dropout(pooled_docs, training=training))
 
 
 @bert_layers.serializable
@@ -1023,18 +1063,21 @@ def build_pretrainer(config, nsp: bool = True) -> "BertPretrainer":
   return model
 
 
-def build_classifier(config, num_labels: int, skip_padding: bool = True) -> "BertClassifier":
+def build_classifier(config, num_labels: int, skip_padding: bool = True,
+                     **kwargs) -> "BertClassifier":
   """A :class:`BertClassifier` with its weights created (num_labels 1: regression).
 
   Args:
     config: :class:`bert_tf.config.BertConfig`.
     num_labels: number of classes (``output_weights`` [num_labels, H]).
     skip_padding: see :class:`BertClassifier`.
+    **kwargs: the other :class:`BertClassifier` arguments (``window_pooling``,
+      ``pool_logits``, ``problem_type``, ``id2label``).
 
   Returns:
     the built model.
   """
-  model = BertClassifier(config, num_labels, skip_padding=skip_padding)
+  model = BertClassifier(config, num_labels, skip_padding=skip_padding, **kwargs)
   model(model.encoder.dummy_inputs())
   return model
 

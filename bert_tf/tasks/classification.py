@@ -34,6 +34,7 @@ from bert_tf import io_utils
 from bert_tf import metrics as metrics_lib
 from bert_tf import preprocessing
 from bert_tf.data import classifier_data
+from bert_tf.modeling import long_document
 from bert_tf.modeling import models
 from bert_tf.modeling import presets
 from bert_tf.params import field
@@ -70,11 +71,27 @@ class ClassifierParams(fine_tuning.FineTuningParams, fine_tuning.SkipPaddingPara
   tfds_data_dir: Optional[str] = field(None, "tensorflow-datasets data_dir holding --tfds_name (never downloaded).")
   strict_utf8: bool = field(False, "Refuse a data file with bytes that are not UTF-8 (naming the file and line). Default: such bytes become U+FFFD, as the original reads them, with one warning naming the file, the first such line and their count.")
   deterministic: bool = field(False, fine_tuning.DETERMINISTIC_HELP)
+  # Texts longer than one window (bert_tf.modeling.long_document).
+  long_document: str = field("head", "How a text longer than --max_seq_length is read: head (the original: its first tokens), tail (its last), head_tail (--head_tokens from the start, the rest from the end; Sun et al. 2019), windows (max_seq_length windows --doc_stride apart as run_squad.py cuts contexts, each encoded, pooled by --window_pooling into one prediction). In a pair the shorter text is kept in every window.")
+  head_tokens: Optional[int] = field(None, "--long_document=head_tail: tokens kept from the start (default: a quarter of max_seq_length - 2).")
+  doc_stride: Optional[int] = field(None, "--long_document=windows: tokens between window starts, below max_seq_length - 2 (default: half of it).")
+  max_windows: int = field(4, "--long_document=windows: windows of a document trained on per step (all when it has no more, else that many spread evenly from its first to its last): bounds memory and time per document.")
+  max_eval_windows: int = field(64, "--long_document=windows: windows of a document read in evaluation, prediction and the export (the same spread beyond it; the export says truncated).")
+  window_pooling: str = field("mean", "--long_document=windows: mean or max over a document's windows (of their pooled outputs).")
 
 
 build_classifier = models.build_classifier
 predict_logits = fine_tuning.predict_logits
 softmax = fine_tuning.softmax
+
+
+def settings_from_params(params) -> long_document.LongDocument:
+  """The :class:`~bert_tf.modeling.long_document.LongDocument` the flags ask
+  for (checked against ``--max_seq_length`` by the task)."""
+  return long_document.LongDocument(
+      params.long_document, head_tokens=params.head_tokens, doc_stride=params.doc_stride,
+      max_windows=params.max_windows, max_eval_windows=params.max_eval_windows,
+      window_pooling=params.window_pooling)
 
 
 def task_from_params(params):
@@ -290,7 +307,11 @@ class ClassificationTask(fine_tuning.FineTuningTask):
     self.params = params
     self._set_actions(do_train, do_eval, do_predict)
     data_task = task_from_params(params)
+    # Bad long-document flags: one line before any file is read.
+    settings_from_params(params).resolved(params.max_seq_length)
     self._set_preprocessor(*fine_tuning.resolve_config_and_vocab(params))
+    self.long_document = settings_from_params(params).resolved(
+        self.preprocessor.max_seq_length)
     self.train = None
     if data_task.labels is None and not do_train:
       labels = self.recorded_setting("labels")
@@ -300,7 +321,7 @@ class ClassificationTask(fine_tuning.FineTuningTask):
       data_task, self.train = classifier_data.resolve_labels(data_task, self.train)
     self.devs = ([(s, load_split(data_task, params, s)) for s in data_task.dev]
                  if do_eval else [])
-    self.dev_datasets = [eval_dataset(self.preprocessor, data_task, ex,
+    self.dev_datasets = [eval_dataset(self.featurizer(), data_task, ex,
                                       params.eval_batch_size)
                          for _, ex in self.devs]
     self.tests = ([(s,) + load_test_split(data_task, params, i, s)
@@ -322,8 +343,9 @@ class ClassificationTask(fine_tuning.FineTuningTask):
     """Per split read (:meth:`_splits_read`): examples longer than
     ``--max_seq_length`` (``[CLS] a [SEP] (b [SEP])`` untruncated, the
     in-graph tokenizer's pieces; pairs are cut longest first)."""
-    return [(name, lambda name=name, ex=ex: preprocessing.length_report(
-        self.preprocessor, ex.texts_a, ex.texts_b, name)) for name, ex in self._splits_read()]
+    return [(name, lambda name=name, ex=ex: long_document.length_report(
+        self.preprocessor, self.long_document, ex.texts_a, ex.texts_b, name))
+            for name, ex in self._splits_read()]
 
   def batch_rows(self) -> list:
     """``train_batch_size`` against the training examples (when training),
@@ -410,7 +432,7 @@ class ClassificationTask(fine_tuning.FineTuningTask):
     self.train = subset(kept, train.path)
     split = self.devs[0][0] if self.devs else self.data_task.dev[0]
     self.devs = [(split, held_out)]
-    self.dev_datasets = [eval_dataset(self.preprocessor, self.data_task, held_out,
+    self.dev_datasets = [eval_dataset(self.featurizer(), self.data_task, held_out,
                                       self.params.eval_batch_size)]
     self._plan_steps(len(self.train))
 
@@ -425,7 +447,19 @@ class ClassificationTask(fine_tuning.FineTuningTask):
 
   def build_model(self):
     return models.build_classifier(self.config, self.data_task.num_outputs,
-                                   skip_padding=self.params.skip_padding)
+                                   skip_padding=self.params.skip_padding,
+                                   window_pooling=self.long_document.window_pooling)
+
+  def featurizer(self, training: bool = False):
+    """What turns a batch of raw strings into the model's features: the
+    preprocessor itself for ``--long_document=head`` (the original's
+    packing), else :class:`bert_tf.modeling.long_document.DocumentPacker`'s
+    features (``training``: ``--max_windows`` windows a document)."""
+    if self.long_document.method == "head":
+      return self.preprocessor
+    packer = long_document.DocumentPacker(self.preprocessor, self.long_document, training)
+    return lambda a, b=None: {k: v for k, v in packer(a, b).items()
+                              if k in long_document.FEATURES}
 
   def load_weights(self, model, path):
     """The encoder of ``--init_checkpoint`` (:func:`bert_tf.modeling.presets.load_weights`);
@@ -440,6 +474,7 @@ class ClassificationTask(fine_tuning.FineTuningTask):
     t = self.data_task
     return dict(task_name=t.name, labels=list(t.labels), **self.tokenizer_settings(),
                 is_regression=t.is_regression, is_pair=t.is_pair,
+                long_document=self.long_document.to_dict(),
                 warmup_examples=self.warmup_examples())
 
   def warmup_examples(self, n: int = 3, max_chars: int = 1000) -> list:
@@ -465,11 +500,13 @@ class ClassificationTask(fine_tuning.FineTuningTask):
     checkpointed with the run (exact resume)."""
     del input_context  # one worker reads all the examples
     p, t = self.params, self.data_task
+    head = self.long_document.method == "head"
     return classifier_data.examples_dataset(
-        self.preprocessor, self.train.texts_a, self.train.texts_b,
+        self.featurizer(training=True), self.train.texts_a, self.train.texts_b,
         self.train.labels, batch_size, shuffle=True, seed=p.seed,
         drop_remainder=True,
-        bucket_boundaries=BUCKETS if p.bucket_by_length else None,
+        # Length buckets measure the preprocessor's packing (head only).
+        bucket_boundaries=BUCKETS if p.bucket_by_length and head else None,
         label_dtype=tf.float32 if t.is_regression else tf.int32)
 
   def compute_loss(self, model, features, totals=None):
@@ -484,7 +521,7 @@ class ClassificationTask(fine_tuning.FineTuningTask):
   def evaluate(self, model, print_fn):
     out = {}
     for (split, examples), ds in zip(self.devs, self.dev_datasets):
-      res, _ = evaluate(model, self.preprocessor, self.data_task, examples,
+      res, _ = evaluate(model, self.featurizer(), self.data_task, examples,
                         self.params.eval_batch_size, dataset=ds)
       out.update({_eval_prefix(split) + k: v for k, v in res.items()})
       print_fn("%s (%d examples): %s" % (split.name, len(examples), "  ".join(
@@ -500,7 +537,7 @@ class ClassificationTask(fine_tuning.FineTuningTask):
     files = []
     for split, examples, labelled in self.tests:
       ds = classifier_data.examples_dataset(
-          self.preprocessor, examples.texts_a, examples.texts_b, None,
+          self.featurizer(), examples.texts_a, examples.texts_b, None,
           self.params.predict_batch_size)
       outputs = predict_logits(model, ds)
       results = None

@@ -212,6 +212,9 @@ def test_the_tools_file_is_what_mediapipe_reads(exports, mp):
   assert shown.get_associated_file_buffer("labels.txt").decode().split() == LABELS
   vocab = shown.get_associated_file_buffer(mediapipe.VOCAB_FILE).decode().splitlines()
   assert vocab == preprocessing.read_vocab_lines(VOCAB)
+  # The predict tool names MediaPipe's tasks for it (its inputs are ids).
+  p = run_tool(["tools/predict_saved_model.py", path, "a gorgeous film"], check=False)
+  assert p.returncode != 0 and "TextClassifier" in p.stderr, p.stderr
 
 
 def test_dynamic_int8_file_runs_in_mediapipe_as_in_litert(run, exports, reference,

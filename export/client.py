@@ -660,6 +660,18 @@ def resolve_litert(path: str) -> str:
   return None
 
 
+def _refuse_mediapipe(tflite: Optional[str], path: str) -> None:
+  """A MediaPipe Tasks export takes token ids (MediaPipe tokenizes, from the
+  vocab in its TFLite metadata), not this client's strings: one line naming
+  what runs it."""
+  if tflite and read_metadata(path).get("format") == "mediapipe":
+    raise PredictError(
+        "%s is a MediaPipe Tasks model (token ids in, its tokenizer in the TFLite "
+        "metadata): run it with mediapipe.tasks.python.text.TextClassifier (a classifier) "
+        "or TextEmbedder (--what=features), or export --format=litert for raw text in"
+        % tflite)
+
+
 def serve(export: str, strings: Sequence[str] = (), *, input_file: Optional[str] = None,
           signature_name: str = DEFAULT_SIGNATURE, pair: bool = False,
           batch_size: int = 64, precision: int = 6,
@@ -699,13 +711,7 @@ def serve(export: str, strings: Sequence[str] = (), *, input_file: Optional[str]
   if input_file and strings:
     raise PredictError("give the request as command-line STRINGs or as --input_file, "
                        "not both")
-  if tflite and read_metadata(path).get("format") == "mediapipe":
-    # Its inputs are MediaPipe's token ids: MediaPipe tokenizes, not this client.
-    raise PredictError(
-        "%s is a MediaPipe Tasks model (token ids in, its tokenizer in the TFLite "
-        "metadata): run it with mediapipe.tasks.python.text.TextClassifier (a classifier) "
-        "or TextEmbedder (--what=features), or export --format=litert for raw text in"
-        % tflite)
+  _refuse_mediapipe(tflite, path)
   if tflite:
     names = litert_interpreter(tflite, 1).get_signature_list()
     signatures = {n: LiteRTSignature(tflite, n, 1).specs() for n in names}

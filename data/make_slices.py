@@ -25,6 +25,10 @@ SHARED = os.path.join(os.path.dirname(os.path.dirname(HERE)), "shared", "data")
 V1_THIN_SPACE_QUESTIONS = (3658, 3662)
 NER_TRAIN_TWEETS, NER_DEV_TWEETS = 200, 60
 MC_TRAIN_ROWS, MC_DEV_ROWS = 150, 60
+# newsgroups20: per label, the first post (file order) of each length band, in
+# whitespace words (the text is lower-cased, punctuation removed: ~1.2 word
+# pieces a word): short, one 128-token window or so, several 512-token ones.
+NEWS_BANDS = ((0, 100), (100, 400), (400, 2000))
 
 RULES = {
     "squad_v1/train.json": "whole paragraphs in file order until >= 300 questions, "
@@ -38,6 +42,10 @@ RULES = {
     "mc_wikihow/train.csv": "the header and the first 150 rows",
     "mc_wikihow/dev.csv": "the header and the first 60 rows",
     "corpus/austen_slice.txt": "the first 40 documents (chapters)",
+    "newsgroups20/train.tsv": "the header; per label, the first post of under 100, "
+                              "100-399 and 400-1,999 words, in file order (60)",
+    "newsgroups20/dev.tsv": "the header; per label, the first post of under 100, "
+                            "100-399 and 400-1,999 words, in file order (60)",
 }
 
 
@@ -137,6 +145,21 @@ def first_documents(src, n):
   return "\n\n".join(_read(src).split("\n\n")[:n]) + "\n"
 
 
+def posts_by_band(src):
+  """The header and, per label, the first post of each of ``NEWS_BANDS``
+  (word counts, ``[low, high)``), the chosen rows in file order."""
+  lines = _read(src).split("\n")
+  rows = [l for l in lines[1:] if l]
+  words = [len(r.split("\t")[0].split()) for r in rows]
+  labels = [r.split("\t")[1] for r in rows]
+  keep = set()
+  for label in sorted(set(labels)):
+    for low, high in NEWS_BANDS:
+      keep.add(next(i for i, (n, lab) in enumerate(zip(words, labels))
+                    if lab == label and low <= n < high))
+  return "\n".join(lines[:1] + [rows[i] for i in sorted(keep)]) + "\n"
+
+
 def build(shared):
   s = lambda *p: os.path.join(shared, *p)  # pylint: disable=unnecessary-lambda-assignment
   return {
@@ -150,6 +173,8 @@ def build(shared):
       "mc_wikihow/train.csv": csv_first_rows(s("mc_wikihow", "train.csv"), MC_TRAIN_ROWS),
       "mc_wikihow/dev.csv": csv_first_rows(s("mc_wikihow", "dev.csv"), MC_DEV_ROWS),
       "corpus/austen_slice.txt": first_documents(s("corpus", "austen.txt"), 40),
+      "newsgroups20/train.tsv": posts_by_band(s("newsgroups20", "train.tsv")),
+      "newsgroups20/dev.tsv": posts_by_band(s("newsgroups20", "dev.tsv")),
   }
 
 

@@ -37,6 +37,7 @@ import tensorflow as tf
 from bert_tf import checkpoints
 from bert_tf import config as config_lib
 from bert_tf import errors
+from bert_tf import huggingface
 from bert_tf import run_dir
 from bert_tf import task_kinds
 from bert_tf.modeling import models
@@ -230,6 +231,55 @@ def _label_names(model) -> List[str]:
   return list(names) if names else ["LABEL_%d" % i for i in range(model.num_labels)]
 
 
+def long_document_config(model) -> dict:
+  """The ``config.json`` keys that keep how a classifier reads long
+  documents, for bert_tf to read back (transformers ignores them: its
+  ``BertForSequenceClassification`` reads one window).
+
+  Args:
+    model: one of our models.
+
+  Returns:
+    for a :class:`BertClassifier` whose preprocessor has a method other than
+    ``head`` (:attr:`BertClassifier.long_document`), or with a window
+    pooling other than the default: ``bert_tf_long_document`` (the
+    settings' dict), ``bert_tf_max_seq_length`` (the length they were
+    resolved for), ``bert_tf_window_pooling``, ``bert_tf_pool_logits``
+    (:mod:`bert_tf.huggingface`'s key names); else ``{}``.
+  """
+  if not isinstance(model, models.BertClassifier):
+    return {}
+  settings = model.long_document
+  reads = settings is not None and settings.method != "head"
+  if not reads and model.window_pooling == "mean" and not model.pool_logits:
+    return {}
+  out = {huggingface.WINDOW_POOLING_KEY: model.window_pooling,
+         huggingface.POOL_LOGITS_KEY: bool(model.pool_logits)}
+  if reads:
+    out[huggingface.LONG_DOCUMENT_KEY] = settings.to_dict()
+    out[huggingface.MAX_SEQ_LENGTH_KEY] = model.preprocessor.max_seq_length
+  return out
+
+
+def long_document_note(model) -> Optional[str]:
+  """The one line :func:`to_transformers` logs for a classifier that reads
+  long documents (None for another model): transformers reads one window,
+  the settings are kept for bert_tf."""
+  keys = long_document_config(model)
+  if huggingface.LONG_DOCUMENT_KEY not in keys:
+    return None
+  s = model.long_document
+  what = {"windows": "windows (doc_stride=%d, max_eval_windows=%d, window_pooling=%s%s)" % (
+      s.doc_stride, s.max_eval_windows, model.window_pooling,
+      ", of logits" if model.pool_logits else ""),
+          "head_tail": "head_tail (head_tokens=%d)" % s.head_tokens}.get(s.method, s.method)
+  return ("to_transformers: this classifier reads long documents by long_document=%s; "
+          "transformers will read one window (a text's first max_seq_length=%d tokens: "
+          "tokenizer_config.json's model_max_length); the settings are kept for bert_tf "
+          "in config.json's %s, which from_preset reads back" % (
+              what, keys[huggingface.MAX_SEQ_LENGTH_KEY], huggingface.LONG_DOCUMENT_KEY))
+
+
 def transformers_config(model, pad_token_id: int = 0) -> dict:
   """``config.json`` of ``model`` as transformers' ``BertConfig`` writes it.
 
@@ -241,7 +291,8 @@ def transformers_config(model, pad_token_id: int = 0) -> dict:
   ``problem_type`` (``single_label_classification``,
   ``multi_label_classification``, ``regression``); a token classifier's
   ``id2label`` / ``label2id`` (tag names). Unnamed labels are ``LABEL_i``,
-  as transformers names them.
+  as transformers names them. A classifier that reads long documents adds
+  :func:`long_document_config`'s keys.
 
   Source: transformers ``BertConfig`` / ``PretrainedConfig.to_dict``.
 
@@ -287,6 +338,7 @@ def transformers_config(model, pad_token_id: int = 0) -> dict:
     d["label2id"] = {n: i for i, n in enumerate(names)}
   if arch == "BertForSequenceClassification":
     d["problem_type"] = model.problem_type
+  d.update(long_document_config(model))
   return d
 
 
@@ -392,7 +444,8 @@ def save_transformers(model, output_dir: str, preprocessor=None) -> str:
   ``{"format": "pt"}`` metadata as transformers writes) and, with a
   preprocessor, the tokenizer files (:func:`tokenizer_files`;
   ``model_max_length`` = ``max_position_embeddings``, the most the model
-  takes). ``AutoModelFor<Task>.from_pretrained(output_dir)`` and
+  takes; for a classifier that reads long documents its preprocessor's
+  ``max_seq_length``: transformers reads the first window). ``AutoModelFor<Task>.from_pretrained(output_dir)`` and
   ``AutoTokenizer.from_pretrained(output_dir)`` load it (transformers 5.x;
   ``vocab.txt`` serves 4.x's slow ``BertTokenizer`` too). Everything is
   written into a temporary sibling directory, renamed to ``output_dir``
@@ -419,7 +472,9 @@ def save_transformers(model, output_dir: str, preprocessor=None) -> str:
       transformers_config(model, pre.pad_id if pre is not None else 0),
       indent=2, sort_keys=True) + "\n"}
   if pre is not None:
-    files.update(tokenizer_files(pre, model.config.max_position_embeddings))
+    keys = long_document_config(model)
+    files.update(tokenizer_files(pre, keys.get(huggingface.MAX_SEQ_LENGTH_KEY,
+                                               model.config.max_position_embeddings)))
   tensors = transformers_tensors(model)
   from safetensors.numpy import save_file  # pylint: disable=g-import-not-at-top
   output_dir = os.path.abspath(output_dir)
@@ -551,6 +606,9 @@ def load_preset_model(preset, task: Optional[str] = None, config=None):
     return loader.keras_model(), pre
   cls = task_kinds.get(task).attribute("model_class")
   extra = {"nsp": nsp} if task == "pretraining" else {}
+  if getattr(cls, "reads_long_documents", False) and pre is not None:
+    # The preset's own preprocessor carries its long-document settings.
+    extra["preprocessor"] = True
   return cls.from_preset(preset, config=config, **extra), pre
 
 
@@ -566,6 +624,13 @@ def to_transformers(model_or_preset, output_dir: str, task: Optional[str] = None
   ``BertForTokenClassification`` (tag names), ``BertForQuestionAnswering``,
   ``BertForMultipleChoice``, ``BertForPreTraining`` / ``BertForMaskedLM``,
   ``BertModel``.
+
+  A classifier that reads long documents (a preprocessor with a
+  ``long_document`` method: a ``.keras`` file's, a ``run_classifier
+  --long_document`` run's) keeps its settings in ``config.json``
+  (:func:`long_document_config`), which ``from_preset`` reads back, and one
+  warning line (:func:`long_document_note`) says that transformers will
+  read one window.
 
   Args:
     model_or_preset: a model (``BertClassifier``, ...; weights loaded) or a
@@ -593,6 +658,9 @@ def to_transformers(model_or_preset, output_dir: str, task: Optional[str] = None
   else:
     model = model_or_preset
   path = save_transformers(model, output_dir, preprocessor)
+  note = long_document_note(model)
+  if note:
+    logging.warning("%s", note)
   arch = transformers_architecture(model)
   has_tokenizer = os.path.exists(os.path.join(path, "tokenizer.json"))
   from safetensors import safe_open  # pylint: disable=g-import-not-at-top

@@ -63,6 +63,15 @@ TOKENIZER_CONFIG = "tokenizer_config.json"
 # Which task kind and model class read each BertFor* architecture is the kind
 # record's (bert_tf.task_kinds.by_architecture).
 PROBLEM_TYPES = ("single_label_classification", "multi_label_classification", "regression")
+# config.json keys bert_tf writes for a classifier that reads long documents
+# (transformers keeps unknown keys as config attributes and reads none of
+# them: its model reads one window): the LongDocument settings' dict, the
+# preprocessor's max_seq_length they were resolved for, and the model's
+# window pooling (bert_tf.convert.long_document_config writes them).
+LONG_DOCUMENT_KEY = "bert_tf_long_document"
+MAX_SEQ_LENGTH_KEY = "bert_tf_max_seq_length"
+WINDOW_POOLING_KEY = "bert_tf_window_pooling"
+POOL_LOGITS_KEY = "bert_tf_pool_logits"
 
 
 def _error(message: str, argument: Optional[str] = "preset") -> errors.CheckpointError:
@@ -180,6 +189,31 @@ def problem_type(hf_config: dict, num_labels: int) -> str:
   if pt not in PROBLEM_TYPES:
     raise _error("config.json: problem_type %r is not one of %s" % (pt, ", ".join(PROBLEM_TYPES)))
   return pt
+
+
+def long_document_settings(hf_config: dict) -> Tuple[Optional[dict], dict]:
+  """What ``config.json`` records of how a classifier reads long documents.
+
+  Returns:
+    ``(settings, window)``: :data:`LONG_DOCUMENT_KEY`'s dict (the
+    ``LongDocument`` fields) or None; ``{"window_pooling": str,
+    "pool_logits": bool}`` of those recorded (possibly empty).
+
+  Raises:
+    CheckpointError: a recorded value of the wrong JSON type.
+  """
+  settings = hf_config.get(LONG_DOCUMENT_KEY)
+  if settings is not None and not isinstance(settings, dict):
+    raise _error("config.json: %s must be an object, got %r" % (LONG_DOCUMENT_KEY, settings))
+  window = {}
+  for key, name, kind in ((WINDOW_POOLING_KEY, "window_pooling", str),
+                          (POOL_LOGITS_KEY, "pool_logits", bool)):
+    if key in hf_config:
+      if not isinstance(hf_config[key], kind):
+        raise _error("config.json: %s must be a %s, got %r" % (
+            key, kind.__name__, hf_config[key]))
+      window[name] = hf_config[key]
+  return settings, window
 
 
 def label_names(hf_config: dict, num_labels: int) -> Optional[List[str]]:

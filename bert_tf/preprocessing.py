@@ -289,6 +289,14 @@ class BertPreprocessor(tf.Module):
     finally:
       self._cut_tally = previous
 
+  def record_cuts(self, cut) -> None:
+    """Records a batch's bool [B] cut flags into the tally of
+    :meth:`counting_cuts` when one is counting (traced into the caller's
+    graph); nothing otherwise. For packings other than :meth:`pack` (a
+    :class:`PreprocessorLayer`'s long-document methods)."""
+    if self._cut_tally is not None:
+      self._cut_tally.record(cut)
+
   def __call__(self, text_a, text_b=None):
     segments = [self.tokenize(text_a)]
     if text_b is not None:
@@ -504,22 +512,34 @@ class CutTally:
   def cut(self) -> int:
     return self._totals()[1]
 
-  def line(self, caller: str, max_seq_length: int, unit: str = "texts") -> Optional[str]:
+  def line(self, caller: str, max_seq_length: int, unit: str = "texts",
+           rule: Optional[str] = None) -> Optional[str]:
     """``"<caller>: N (x%) of the M <unit> preprocessed were longer than
     max_seq_length=S tokens and were cut ..."``, or None when nothing was
     cut. M counts what the pipeline packed: under a multi-device strategy
-    Keras may read ahead a batch twice; the share stays the data's."""
+    Keras may read ahead a batch twice; the share stays the data's.
+
+    Args:
+      caller, max_seq_length, unit: as the line reads them.
+      rule: what happened to the rows counted and its remedy, in place of
+        ``"were longer than max_seq_length=S tokens and were cut (build the
+        preprocessor with a larger max_seq_length=, ...)"`` (a classifier's
+        long-document methods name theirs: ``BertClassifier.cut_rule``).
+    """
     rows, cut = self._totals()
     if not cut:
       return None
-    return ("%s: %d (%.1f%%) of the %d %s preprocessed were longer than "
-            "max_seq_length=%d tokens and were cut (build the preprocessor with a "
-            "larger max_seq_length=, up to the model's max_position_embeddings)" % (
-                caller, cut, 100.0 * cut / rows, rows, unit, max_seq_length))
+    if rule is None:
+      rule = ("were longer than max_seq_length=%d tokens and were cut (build the "
+              "preprocessor with a larger max_seq_length=, up to the model's "
+              "max_position_embeddings)" % max_seq_length)
+    return "%s: %d (%.1f%%) of the %d %s preprocessed %s" % (
+        caller, cut, 100.0 * cut / rows, rows, unit, rule)
 
-  def warn(self, caller: str, max_seq_length: int, unit: str = "texts") -> Optional[str]:
+  def warn(self, caller: str, max_seq_length: int, unit: str = "texts",
+           rule: Optional[str] = None) -> Optional[str]:
     """Logs :meth:`line` as one warning when something was cut; returns it."""
-    line = self.line(caller, max_seq_length, unit)
+    line = self.line(caller, max_seq_length, unit, rule)
     if line:
       logging.warning("%s", line)
     return line
@@ -573,14 +593,53 @@ def read_vocab_lines(vocab_file) -> list:
   return [(l[:-1] if l.endswith(b"\r") else l).decode("utf-8", "replace") for l in lines]
 
 
+def long_document_dict(value) -> Optional[dict]:
+  """A :class:`PreprocessorLayer`'s ``long_document`` settings as their JSON
+  dict (what its config records), or None.
+
+  Args:
+    value: None; a :class:`bert_tf.modeling.long_document.LongDocument`
+      (its ``to_dict``); its dict (a ``.keras`` config, ``config.json``'s
+      ``bert_tf_long_document``); or a method name (``"windows"``: the
+      method's default settings).
+
+  Raises:
+    ParamsError: a value of another type. The settings themselves are
+      checked against the length by the model the layer is given to
+      (:func:`bert_tf.modeling.models.as_preprocessor_layer`: this module
+      sits below :mod:`bert_tf.modeling.long_document`).
+  """
+  value = _long_document_value(value)
+  return value if value is None or isinstance(value, dict) else dict(value.to_dict())
+
+
+def _long_document_value(value):
+  """None, a dict (a method name as ``{"method": name}``) or an object with
+  ``to_dict`` (a ``LongDocument``), as given.
+
+  Raises:
+    ParamsError: another type.
+  """
+  if value is None or callable(getattr(value, "to_dict", None)):
+    return value
+  if isinstance(value, str):
+    return {"method": value}
+  if isinstance(value, dict):
+    return dict(value)
+  raise errors.ParamsError(
+      "long_document must be a LongDocument, its dict or a method name "
+      "(head, tail, head_tail, windows), got %r" % (value,), argument="long_document")
+
+
 @keras.saving.register_keras_serializable(package="bert_tf")
 class PreprocessorLayer(keras.layers.Layer):
   """A :class:`BertPreprocessor` as a Keras layer: what a task model carries
   to take raw strings (keras-hub's habit: the preprocessor is part of the
   model's config, its vocabulary a ``.keras`` asset).
 
-  The config holds ``do_lower_case``, ``max_seq_length`` and
-  ``preserve_unused_tokens``, never a path; the vocabulary is written by
+  The config holds ``do_lower_case``, ``max_seq_length``,
+  ``preserve_unused_tokens`` and, when set, ``long_document`` (the
+  settings' dict), never a path; the vocabulary is written by
   :meth:`save_assets` as ``vocab.txt`` inside the ``.keras`` file and read
   back by :meth:`load_assets` into an in-memory :class:`BertPreprocessor`
   (same lookup keys and ids as the file's table). The tokenizing and
@@ -594,6 +653,20 @@ class PreprocessorLayer(keras.layers.Layer):
       :meth:`set_vocabulary`).
     do_lower_case, max_seq_length, preserve_unused_tokens: as
       :class:`BertPreprocessor`.
+    long_document: how a text longer than one window is read, for a
+      :class:`~bert_tf.modeling.models.BertClassifier` (a
+      :class:`~bert_tf.modeling.long_document.LongDocument`, its dict or a
+      method name: :func:`long_document_dict`). The classifier checks the
+      settings against ``max_seq_length`` when it is built (the other
+      models refuse them), keeps a layer whose ``long_document`` is the
+      resolved ``LongDocument`` and packs its text by it
+      (:class:`~bert_tf.modeling.long_document.DocumentPacker`); the layer
+      records it. None: the original's packing (the first
+      ``max_seq_length`` tokens).
+
+  Attributes:
+    long_document: None, the settings as given (a method name as its
+      dict), or, in a classifier, the resolved ``LongDocument``.
     **kwargs: Keras layer arguments (``name``).
 
   Call args:
@@ -605,16 +678,20 @@ class PreprocessorLayer(keras.layers.Layer):
 
   Raises:
     tokenization.VocabError, errors.ParamsError: as :class:`BertPreprocessor`;
+    errors.ParamsError: a ``long_document`` of another type; called with
+    ``long_document`` (its classifier packs the windows);
     ValueError: used before it has a vocabulary.
 
   Example:
     >>> layer = PreprocessorLayer("vocab.txt", True, 128)  # doctest: +SKIP
     >>> layer.bert_preprocessor(tf.constant(["hello world"]))["input_ids"].shape  # doctest: +SKIP
     TensorShape([1, 128])
+    >>> layer = PreprocessorLayer("vocab.txt", True, 128, long_document="windows")  # doctest: +SKIP
+    >>> BertClassifier(config, 20, preprocessor=layer).predict(["a long post ..."])  # doctest: +SKIP
   """
 
   def __init__(self, vocab=None, do_lower_case: bool = True, max_seq_length: int = 128,
-               preserve_unused_tokens: bool = False, **kwargs):
+               preserve_unused_tokens: bool = False, long_document=None, **kwargs):
     kwargs.setdefault("name", "preprocessor")
     super().__init__(**kwargs)
     if isinstance(vocab, BertPreprocessor):
@@ -623,6 +700,7 @@ class PreprocessorLayer(keras.layers.Layer):
     self.do_lower_case = bool(do_lower_case)
     self.max_seq_length = int(max_seq_length)
     self.preserve_unused_tokens = bool(preserve_unused_tokens)
+    self.long_document = _long_document_value(long_document)
     self._preprocessor = None
     if vocab is not None:
       self.set_vocabulary(vocab)
@@ -647,12 +725,23 @@ class PreprocessorLayer(keras.layers.Layer):
                        "BertPreprocessor, or load it from a .keras file" % self.name)
     return self._preprocessor
 
+  def with_long_document(self, long_document) -> "PreprocessorLayer":
+    """A new layer over the same :class:`BertPreprocessor` (or, before
+    :meth:`load_assets`, none yet), settings and name, that records
+    ``long_document`` (as the argument; None: the original's packing)."""
+    return PreprocessorLayer(self._preprocessor, self.do_lower_case, self.max_seq_length,
+                             self.preserve_unused_tokens, long_document=long_document,
+                             name=self.name)
+
   def get_config(self) -> dict:
     """Keras config: ``name``, ``trainable``, ``dtype``, ``do_lower_case``,
-    ``max_seq_length``, ``preserve_unused_tokens`` (the vocab is an asset)."""
+    ``max_seq_length``, ``preserve_unused_tokens`` and, when set,
+    ``long_document`` (its dict; the vocab is an asset)."""
     config = super().get_config()
     config.update(do_lower_case=self.do_lower_case, max_seq_length=self.max_seq_length,
                   preserve_unused_tokens=self.preserve_unused_tokens)
+    if self.long_document is not None:
+      config["long_document"] = long_document_dict(self.long_document)
     return config
 
   def save_assets(self, dir_path: str) -> None:
@@ -666,6 +755,15 @@ class PreprocessorLayer(keras.layers.Layer):
     """Reads the vocabulary from ``dir_path/vocab.txt`` into memory (Keras
     ``.keras`` loading; the temporary directory may go away afterwards)."""
     self.set_vocabulary(read_vocab_lines(os.path.join(dir_path, VOCAB_ASSET)))
+
+  def __call__(self, *args, **kwargs):
+    # Refused before Keras' __call__, which rewords (and retypes) errors.
+    if self.long_document is not None:
+      raise errors.ParamsError(
+          "%s has long_document settings: its BertClassifier packs the text by them "
+          "(model.predict / model(texts)); or long_document.DocumentPacker("
+          "layer.bert_preprocessor, settings)" % self.name, argument="long_document")
+    return super().__call__(*args, **kwargs)
 
   def call(self, text_a, text_b=None):
     return self.bert_preprocessor(text_a, text_b)

@@ -17,6 +17,12 @@ and any of ours back to Hugging Face transformers.
   # tokenizer.json, tokenizer_config.json); the task from the input, or --task
   python tools/convert_checkpoint.py --input=runs/ner --output=ner_hf --output_format=hf
 
+A classifier that reads long documents (run_classifier --long_document, a
+.keras file whose preprocessor has long_document) keeps its settings in
+config.json (bert_tf_long_document, bert_tf_window_pooling, ...: from_preset
+reads them back), and one warning line says that transformers will read one
+window (its first max_seq_length tokens).
+
 Optimizer slots are dropped (never copied).
 """
 

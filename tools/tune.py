@@ -6,7 +6,9 @@ checkpoint, ``--max_seq_length``, ...), plus the search flags:
 ``--search_space=paper`` (default: Appendix A.3's 18 configurations),
 ``glue`` (section 4.1) or a JSON file of the task tool's flag names
 (``{"learning_rate": [5e-5, 3e-5], "num_train_epochs": [2, 3]}`` or ranges
-``{"low": 1e-5, "high": 1e-4, "log": true}``), ``--num_restarts``,
+``{"low": 1e-5, "high": 1e-4, "log": true}``; a classifier's may take the
+long-document method as a dimension, ``{"long_document": ["head",
+"windows"], "window_pooling": ["mean", "max"]}``), ``--num_restarts``,
 ``--holdout_fraction``, ``--metric``, ``--storage``. Each trial is a real run
 of the task in ``OUTPUT_DIR/trials/<n>/``; the search (an Optuna study,
 ``OUTPUT_DIR/search.db`` by default) resumes when the same command runs

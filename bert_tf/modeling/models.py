@@ -5,6 +5,8 @@ Source: google-research/bert ``run_pretraining.py`` (``get_masked_lm_output``,
 ``run_squad.py`` (``create_model``).
 """
 
+import dataclasses
+import functools
 from typing import Optional
 
 import keras
@@ -161,7 +163,32 @@ def normalize_id2label(id2label, num_labels: int) -> "Optional[dict]":
 DEFAULT_TEXT_BATCH_SIZE = 32  # Keras' default batch_size of fit/evaluate/predict
 
 
-def as_preprocessor_layer(preprocessor, config=None
+def resolved_long_document(layer: "preprocessing.PreprocessorLayer"
+                           ) -> "Optional[long_document.LongDocument]":
+  """A layer's ``long_document`` settings resolved for its ``max_seq_length``
+  (:meth:`~bert_tf.modeling.long_document.LongDocument.resolved`), or None.
+
+  Raises:
+    ParamsError: an unknown method, key or pooling, a ``head_tokens`` above
+      ``max_seq_length - 2``, a ``doc_stride`` not below it, a window cap
+      below 1: one line naming the argument and the length.
+  """
+  settings = layer.long_document
+  if settings is None:
+    return None
+  seq = layer.max_seq_length
+  try:
+    if not isinstance(settings, long_document.LongDocument):
+      settings = long_document.LongDocument.from_dict(settings)
+    return settings.resolved(seq)
+  except errors.ParamsError as e:
+    # resolved() words the tools' flags (--doc_stride=...); here they are
+    # the LongDocument's arguments.
+    raise errors.ParamsError("long_document for max_seq_length=%d: %s" % (
+        seq, str(e).replace("--", "")), argument=e.argument) from None
+
+
+def as_preprocessor_layer(preprocessor, config=None, long_documents: bool = False
                           ) -> "Optional[preprocessing.PreprocessorLayer]":
   """A task model's ``preprocessor`` argument as a Keras layer.
 
@@ -171,6 +198,9 @@ def as_preprocessor_layer(preprocessor, config=None
       or its Keras config dict (``from_config``).
     config: the model's :class:`BertConfig`: the preprocessor's
       ``max_seq_length`` must not exceed its ``max_position_embeddings``.
+    long_documents: the model reads a layer's ``long_document`` settings
+      (:class:`BertClassifier`: they are checked against the length and
+      recorded resolved); otherwise a layer with them is refused.
 
   Returns:
     a :class:`~bert_tf.preprocessing.PreprocessorLayer` named
@@ -179,7 +209,10 @@ def as_preprocessor_layer(preprocessor, config=None
   Raises:
     TypeError: anything else (``True`` is for ``from_preset`` only).
     ParamsError: a preprocessor longer than the model's positions (one line
-      naming both; else the model fails only at the first long input).
+      naming both; else the model fails only at the first long input); a
+      layer with ``long_document`` for a model that reads none
+      (:data:`bert_tf.modeling.task_model.NOT_LONG_DOCUMENTS`); settings
+      that do not fit the length (:func:`resolved_long_document`).
   """
   if preprocessor is None:
     return None
@@ -196,6 +229,12 @@ def as_preprocessor_layer(preprocessor, config=None
         "%d: build the preprocessor with max_seq_length <= %d" % (
             preprocessor.max_seq_length, config.max_position_embeddings,
             config.max_position_embeddings), argument="max_seq_length")
+  if preprocessor.long_document is not None and not long_documents:
+    raise errors.ParamsError(task_model.NOT_LONG_DOCUMENTS + ": build the preprocessor without it",
+                             argument="long_document")
+  settings = resolved_long_document(preprocessor)
+  if settings is not None and settings != preprocessor.long_document:
+    preprocessor = preprocessor.with_long_document(settings)  # resolved: defaults filled
   return preprocessor
 
 
@@ -263,12 +302,17 @@ class TextInputsMixin:
     shuffles arrays each epoch unless ``shuffle=False``), so training runs
     on ids. A ``tf.data.Dataset`` is never passed on with ``shuffle=True``
     (Keras ignores it and warns; a dataset shuffles itself).
+  * ``fit`` trains on :meth:`train_text_features` of its ``x`` (a windowed
+    classifier: ``max_windows`` windows a document); its
+    ``validation_data``, ``evaluate``, ``predict`` and ``call`` read
+    :meth:`text_features` (``max_eval_windows``).
   * A ``fit`` / ``evaluate`` / ``predict`` call whose text the preprocessor
     cut at its ``max_seq_length`` logs one warning at its end naming the
-    share cut and the length (as Hugging Face's tokenizer warns); nothing
-    when no text was cut (:class:`~bert_tf.preprocessing.CutTally`: a
-    comparison and a variable add per batch). A class's ``cut_unit`` names
-    what is counted (``texts``; ``choice sequences``).
+    share cut, the length and the remedy (:meth:`cut_rule`; as Hugging
+    Face's tokenizer warns); nothing when no text was cut
+    (:class:`~bert_tf.preprocessing.CutTally`: a comparison and a variable
+    add per batch). A class's ``cut_unit`` names what is counted (``texts``;
+    ``choice sequences``).
 
   Raises:
     ParamsError: text given to a model built without a preprocessor.
@@ -287,9 +331,20 @@ class TextInputsMixin:
     """Raw text -> int32 ``input_ids``, ``input_mask``, ``segment_ids``."""
     raise NotImplementedError
 
+  def train_text_features(self, x) -> dict:
+    """Raw text -> features for ``fit``'s training batches (default:
+    :meth:`text_features`; a windowed classifier reads fewer windows)."""
+    return self.text_features(x)
+
   def text_labels(self, x, y):  # pylint: disable=unused-argument
     """Labels of a text batch -> labels of its features (default: as given)."""
     return y
+
+  def cut_rule(self) -> Optional[str]:
+    """What the cut-warning line says happened to the rows it counts and
+    the remedy (:meth:`bert_tf.preprocessing.CutTally.line`'s ``rule``);
+    None: the default (a larger ``max_seq_length``)."""
+    return None
 
   def _require_preprocessor(self):
     if self.preprocessor is None:
@@ -314,19 +369,21 @@ class TextInputsMixin:
     self._require_preprocessor()
     return self.text_features(_to_tensors(inputs))
 
-  def _text_batch(self, *data):
+  def _text_batch(self, *data, training: bool = False):
     x, y, sample_weight = _unpack(data)  # tf.data passes a tuple element's parts
-    out = [self.text_features(x)]
+    out = [self.train_text_features(x) if training else self.text_features(x)]
     if y is not None or sample_weight is not None:
       out.append(None if y is None else self.text_labels(x, y))
     if sample_weight is not None:
       out.append(sample_weight)
     return tuple(out)
 
-  def _text_dataset(self, x, y, sample_weight, batch_size, shuffle, tally=None):
+  def _text_dataset(self, x, y, sample_weight, batch_size, shuffle, tally=None,
+                    training: bool = False):
     """``x`` as a preprocessed dataset, or None when it holds no text; the
     rows its preprocessor cuts are counted in ``tally`` (a
-    :class:`~bert_tf.preprocessing.CutTally`, or None)."""
+    :class:`~bert_tf.preprocessing.CutTally`, or None); ``training``: the
+    batches ``fit`` trains on (:meth:`train_text_features`)."""
     if self.preprocessor is None or not holds_text(x):
       return None
     if isinstance(x, tf.data.Dataset):
@@ -345,17 +402,18 @@ class TextInputsMixin:
         ds = ds.shuffle(ds.cardinality(), reshuffle_each_iteration=True)
       ds = ds.batch(batch_size or DEFAULT_TEXT_BATCH_SIZE)
     with self._require_preprocessor().counting_cuts(tally):
-      return ds.map(tf.autograph.experimental.do_not_convert(self._text_batch),
+      fn = functools.partial(self._text_batch, training=training)
+      return ds.map(tf.autograph.experimental.do_not_convert(fn),
                     num_parallel_calls=tf.data.AUTOTUNE).prefetch(
           tf.data.AUTOTUNE)
 
   def _warn_cuts(self, tally, call: str) -> None:
     """One warning line when the call's text was cut at the preprocessor's
-    ``max_seq_length`` (none when nothing was)."""
+    ``max_seq_length`` (none when nothing was), naming :meth:`cut_rule`."""
     if self.preprocessor is not None:
       tally.warn("%s.%s" % (type(self).__name__, call),
                  self.preprocessor.bert_preprocessor.max_seq_length,
-                 getattr(self, "cut_unit", "texts"))
+                 getattr(self, "cut_unit", "texts"), self.cut_rule())
 
   def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto",
           callbacks=None, validation_split=0.0, validation_data=None, shuffle=True,
@@ -371,7 +429,7 @@ class TextInputsMixin:
         ``validation_split`` (pass ``validation_data``).
     """
     tally = preprocessing.CutTally()
-    ds = self._text_dataset(x, y, sample_weight, batch_size, shuffle, tally)
+    ds = self._text_dataset(x, y, sample_weight, batch_size, shuffle, tally, training=True)
     if ds is not None:
       if validation_split:
         raise errors.ParamsError("%s.fit on text: validation_split is not supported, "
@@ -696,7 +754,12 @@ class BertClassifier(TextInputsMixin, task_model.TaskModel):
     preprocessor: optional :class:`bert_tf.preprocessing.BertPreprocessor`
       (or :class:`~bert_tf.preprocessing.PreprocessorLayer`): the model then
       also takes raw text (see :class:`TextInputsMixin`); it is part of the
-      model's config, its vocab a ``.keras`` asset.
+      model's config, its vocab a ``.keras`` asset. A layer's
+      ``long_document`` settings say how a text longer than one window is
+      read (``PreprocessorLayer(vocab, True, 128, long_document="windows")``;
+      ``from_preset(..., long_document=)``): ``fit`` packs ``max_windows``
+      windows a document, ``evaluate`` / ``predict`` / ``call``
+      ``max_eval_windows``, as ``run_classifier --long_document`` does.
     id2label: the label names, ``{id: name}`` (transformers' ``id2label``;
       JSON's string keys too) or a list in id order; part of the config
       (``.keras``), returned by :attr:`label_names` and
@@ -707,7 +770,9 @@ class BertClassifier(TextInputsMixin, task_model.TaskModel):
       else single-label.
     window_pooling: how a document's windows make one prediction, when the
       inputs are windows [B, K, S] (:mod:`bert_tf.modeling.long_document`):
-      ``mean`` or ``max`` over the windows.
+      ``mean`` or ``max`` over the windows. None: the preprocessor's
+      ``long_document`` settings' (else ``mean``); given, the layer's
+      settings record it too.
     pool_logits: pool the windows' logits instead of their pooled outputs
       (the head then reads each window; measured against pooling the pooled
       outputs in ``bench/bench_long_document.py``).
@@ -732,9 +797,9 @@ class BertClassifier(TextInputsMixin, task_model.TaskModel):
   Raises:
     ConfigError: ``config`` is neither a ``BertConfig`` nor a valid dict.
     ParamsError: ``num_labels`` below 1, ``id2label`` without ``num_labels``
-      names, an unknown ``problem_type``, a preprocessor longer than
-      ``max_position_embeddings``; text input to a model without a
-      preprocessor.
+      names, an unknown ``problem_type`` or ``window_pooling``, a
+      preprocessor longer than ``max_position_embeddings``; text input to a
+      model without a preprocessor.
 
   ``from_preset`` (:meth:`bert_tf.modeling.task_model.TaskModel.from_preset`)
   loads the head too when the preset is a classifier (a ``.keras``
@@ -744,7 +809,13 @@ class BertClassifier(TextInputsMixin, task_model.TaskModel):
   ``classifier.bias``) of ``num_labels`` classes (default: the preset's),
   with its label names (``id2label``, a run's ``labels``) and
   ``problem_type``; otherwise only the encoder is loaded and the head keeps
-  its initialization (TruncatedNormal(0.02) weights, zero bias).
+  its initialization (TruncatedNormal(0.02) weights, zero bias). Its
+  ``long_document`` argument (a ``LongDocument``, its dict or a method
+  name, with ``preprocessor=``) sets how long texts are read; without it,
+  ``preprocessor=True`` takes the preset's recorded settings (a ``.keras``
+  file's preprocessor, a run's ``classifier_config.json``, ``config.json``'s
+  ``bert_tf_long_document``), and the preset's ``window_pooling`` /
+  ``pool_logits`` apply unless given (:meth:`preset_reading`).
   ``from_run_settings`` takes ``labels``, ``is_regression`` (one output)
   and ``multi_label`` of a ``classifier_config.json``.
 
@@ -755,6 +826,8 @@ class BertClassifier(TextInputsMixin, task_model.TaskModel):
     ...     loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     >>> model.fit(["a fine film", "dull"], [1, 0], epochs=3)  # doctest: +SKIP
     >>> model.predict(["What an amazing movie!"])  # doctest: +SKIP
+    >>> news = BertClassifier.from_preset("all-MiniLM-L6-v2/", num_labels=20,  # doctest: +SKIP
+    ...     preprocessor=True, long_document="windows", window_pooling="max")
     >>> model = BertClassifier(config_lib.preset("tiny"), num_labels=3)
     >>> model(model.encoder.dummy_inputs(batch=2)).shape
     TensorShape([2, 3])
@@ -764,14 +837,19 @@ class BertClassifier(TextInputsMixin, task_model.TaskModel):
   config_fields = ("num_labels", "skip_padding", "problem_type", "window_pooling",
                    "pool_logits")
   label_fields = ("num_labels", "id2label", "problem_type")
+  reads_long_documents = True
 
   def __init__(self, config: "config_lib.BertConfig | dict", num_labels: int,
                skip_padding: bool = True, preprocessor=None, id2label=None,
-               problem_type: Optional[str] = None, window_pooling: str = "mean",
+               problem_type: Optional[str] = None, window_pooling: Optional[str] = None,
                pool_logits: bool = False, **kwargs):
     super().__init__(**kwargs)
     config = config_lib.as_bert_config(config)
     self.config = config
+    preprocessor = as_preprocessor_layer(preprocessor, config, long_documents=True)
+    settings = None if preprocessor is None else resolved_long_document(preprocessor)
+    if window_pooling is None:
+      window_pooling = "mean" if settings is None else settings.window_pooling
     self.num_labels = num_labels = task_model.check_num_labels(num_labels)
     self.skip_padding = bool(skip_padding)
     self.id2label = normalize_id2label(id2label, num_labels)
@@ -786,10 +864,16 @@ class BertClassifier(TextInputsMixin, task_model.TaskModel):
           window_pooling, ", ".join(long_document.POOLINGS)), argument="window_pooling")
     self.window_pooling = window_pooling
     self.pool_logits = bool(pool_logits)
+    if settings is not None and settings.window_pooling != window_pooling:
+      # The model's pooling is the one applied: the layer's record follows
+      # it (a new layer: the one given may be shared).
+      settings = dataclasses.replace(settings, window_pooling=window_pooling)
+      preprocessor = preprocessor.with_long_document(settings)
+    self._long_document = settings
     self.encoder = encoder_lib.BertEncoder(config, name="bert")
     self.dropout = bert_layers.Dropout(config.hidden_dropout_prob, name="dropout")
     self.classifier = DenseHead(config, num_labels, name="classifier")
-    self.preprocessor = as_preprocessor_layer(preprocessor, config)
+    self.preprocessor = preprocessor
     self.built = True  # every weight exists: .keras loading needs no build
 
   @property
@@ -839,10 +923,89 @@ class BertClassifier(TextInputsMixin, task_model.TaskModel):
             "problem_type": "multi_label_classification" if settings.get("multi_label")
                             else "single_label_classification"}
 
+  @property
+  def long_document(self) -> "Optional[long_document.LongDocument]":
+    """The preprocessor's :class:`~bert_tf.modeling.long_document.LongDocument`
+    settings (resolved), or None (no preprocessor, or the original's first
+    tokens)."""
+    return self._long_document
+
   def text_features(self, x) -> dict:
     """Text -> ids as :class:`BertClassifier`'s call args say (export's
-    ``ClassifierServingModule.predict`` preprocessing)."""
-    return preprocessing.trim_to_longest(self._require_preprocessor()(*text_pair(x)))
+    ``ClassifierServingModule.predict`` preprocessing; ``windows``:
+    [B, K, S], ``max_eval_windows`` a document)."""
+    return self._packed_text(x, training=False)
+
+  def train_text_features(self, x) -> dict:
+    """Text -> ids of ``fit``'s training batches (``windows``: at most
+    ``max_windows`` a document)."""
+    return self._packed_text(x, training=True)
+
+  def _packed_text(self, x, training: bool) -> dict:
+    """The preprocessor's packing, or its settings' (a
+    :class:`~bert_tf.modeling.long_document.DocumentPacker`, as the task's
+    pipeline and the exports pack); the rows a method leaves tokens of
+    unread go to the call's cut tally, except training windows beyond
+    ``max_windows`` (read spread by design)."""
+    pre = self._require_preprocessor()
+    settings = self.long_document
+    if settings is None:
+      features = pre(*text_pair(x))
+    else:
+      features = long_document.DocumentPacker(pre, settings, training)(*text_pair(x))
+      # head packs through BertPreprocessor.pack, which counts its own cuts.
+      if settings.method != "head" and not (training and settings.windowed):
+        pre.record_cuts(features["truncated"])
+    return preprocessing.trim_to_longest({n: features[n] for n in FEATURE_NAMES})
+
+  def cut_rule(self) -> str:
+    """The cut warning's rule for the preprocessor's method: what was cut
+    and the remedy (``long_document='windows'`` reads a text whole)."""
+    seq = self.preprocessor.max_seq_length
+    settings = self.long_document
+    method = "head" if settings is None else settings.method
+    if method == "windows":
+      return ("took more than max_eval_windows=%d windows of %d tokens (doc_stride=%d) "
+              "and were read in %d spread over them (a larger max_eval_windows= reads "
+              "more)" % (settings.max_eval_windows, seq, settings.doc_stride,
+                         settings.max_eval_windows))
+    kept = {"head": "their first tokens", "tail": "their last tokens"}.get(
+        method, "their first %d tokens and their last" % getattr(settings, "head_tokens", 0))
+    return ("were longer than max_seq_length=%d tokens and were cut to %s "
+            "(--long_document=windows / long_document='windows' reads them whole: "
+            "BertClassifier.from_preset(..., preprocessor=True, long_document='windows'); "
+            "or a larger max_seq_length=, up to the model's max_position_embeddings)"
+            % (seq, kept))
+
+  @classmethod
+  def preset_reading(cls, loader: presets.PresetLoader, kwargs: dict, given,
+                     own_preprocessor: bool) -> None:
+    """``from_preset``'s long-document arguments: its ``long_document``
+    (``given``; :meth:`~bert_tf.modeling.task_model.TaskModel.from_preset`
+    has checked that a preprocessor is) replaces the preset's settings, its
+    ``window_pooling`` the model's unless ``window_pooling=`` is given; else,
+    with ``preprocessor=True``, the preset's recorded settings. The
+    preset's recorded ``window_pooling`` / ``pool_logits`` apply unless
+    given (:meth:`bert_tf.modeling.presets.PresetLoader.window_settings`).
+
+    Raises:
+      ParamsError: settings that do not fit the preprocessor's length (one
+        line naming the argument).
+    """
+    task = cls.preset_task
+    recorded = loader.window_settings(task)
+    pre = kwargs.get("preprocessor")
+    if given is not None:
+      recorded.pop("window_pooling", None)
+      settings = given
+    else:
+      settings = loader.long_document(task) if own_preprocessor else None
+    for name, value in recorded.items():
+      if kwargs.get(name) is None:
+        kwargs[name] = value
+    if settings is not None and pre is not None:
+      layer = as_preprocessor_layer(pre, long_documents=True)
+      kwargs["preprocessor"] = layer.with_long_document(settings)
 
   def call(self, inputs, training=False, skip_padding=None):
     inputs = self._model_inputs(inputs)

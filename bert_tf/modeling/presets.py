@@ -58,6 +58,7 @@ from bert_tf import io_utils
 from bert_tf import preprocessing
 from bert_tf import run_dir
 from bert_tf import task_kinds
+from bert_tf.modeling import long_document
 
 # from_preset(..., preprocessor=True) without a recorded length: the
 # original run_classifier's --max_seq_length default (capped at the model's
@@ -68,6 +69,23 @@ ORIGINAL_CHECKPOINT = "bert_model.ckpt"
 # Names of a TF1 checkpoint that a model may lack (the pretraining heads, a
 # fine-tuned classifier's output layer) when reading only its encoder.
 TF1_ALLOW_MISSING = ("cls/", "output_")
+# A classifier's constructor arguments for its windows, as presets record them.
+WINDOW_FIELDS = ("window_pooling", "pool_logits")
+
+
+def recorded_long_document(values):
+  """A preset's recorded long-document settings (their dict, or a
+  ``LongDocument``: a saved classifier's layer) as a
+  :class:`bert_tf.modeling.long_document.LongDocument`; None for none or
+  ``head`` (the original's packing, what a model without settings does).
+
+  Raises:
+    ParamsError: an unknown key.
+  """
+  values = preprocessing.long_document_dict(values)
+  if not values or values.get("method", "head") == "head":
+    return None
+  return long_document.LongDocument.from_dict(values)
 
 
 def encoder_of(model):
@@ -427,6 +445,17 @@ class PresetLoader:
     ``multi_label_classification``, ``regression``), or None when not recorded."""
     return None
 
+  def long_document(self, task: Task):  # pylint: disable=unused-argument
+    """How the preset's classifier reads a text longer than one window: a
+    :class:`bert_tf.modeling.long_document.LongDocument` (as recorded, not
+    resolved), or None (none recorded, or ``head``: the original's)."""
+    return None
+
+  def window_settings(self, task: Task) -> dict:  # pylint: disable=unused-argument
+    """The classifier's recorded :data:`WINDOW_FIELDS` (``window_pooling``
+    str, ``pool_logits`` bool), those the preset records (default none)."""
+    return {}
+
 
 class KerasFileLoader(PresetLoader):
   """A ``.keras`` file of any bert_tf model (``model.save``).
@@ -521,6 +550,16 @@ class KerasFileLoader(PresetLoader):
   def problem_type(self, task: Task) -> Optional[str]:
     """The saved classifier's ``problem_type``, or None."""
     return getattr(self.keras_model(), "problem_type", None)
+
+  def long_document(self, task: Task):
+    """The saved preprocessor's settings (its config's ``long_document``)."""
+    layer = getattr(self.keras_model(), "preprocessor", None)
+    return recorded_long_document(getattr(layer, "long_document", None))
+
+  def window_settings(self, task: Task) -> dict:
+    """The saved classifier's ``window_pooling`` and ``pool_logits``."""
+    saved = self.keras_model()
+    return {k: getattr(saved, k) for k in WINDOW_FIELDS if hasattr(saved, k)}
 
   def load_into(self, model, task: Task = ENCODER) -> Loaded:
     """Every weight when the saved model is of ``model``'s class and shapes,
@@ -628,7 +667,12 @@ class HuggingFaceLoader(PresetLoader):
     return os.path.join(self.preset, huggingface.CONFIG)
 
   def max_seq_length(self) -> int:
-    """128, capped at ``max_position_embeddings`` and ``model_max_length``."""
+    """``config.json``'s ``bert_tf_max_seq_length`` (a classifier written
+    with long-document settings resolved for it), else 128, capped at
+    ``max_position_embeddings`` and ``model_max_length``."""
+    recorded = self.hf_config().get(huggingface.MAX_SEQ_LENGTH_KEY)
+    if isinstance(recorded, int) and not isinstance(recorded, bool):
+      return recorded
     tok = self.tokenizer()
     n = super().max_seq_length()
     return min(n, tok.model_max_length) if tok and tok.model_max_length else n
@@ -679,6 +723,19 @@ class HuggingFaceLoader(PresetLoader):
     label count when unset), for a directory with the head."""
     n = self.num_labels(task)
     return None if n is None else huggingface.problem_type(self.hf_config(), n)
+
+  def long_document(self, task: Task):
+    """``config.json``'s ``bert_tf_long_document`` (what
+    :func:`bert_tf.convert.to_transformers` writes), or None.
+
+    Raises:
+      CheckpointError: not an object; ParamsError: an unknown key.
+    """
+    return recorded_long_document(huggingface.long_document_settings(self.hf_config())[0])
+
+  def window_settings(self, task: Task) -> dict:
+    """``config.json``'s ``bert_tf_window_pooling`` / ``bert_tf_pool_logits``."""
+    return huggingface.long_document_settings(self.hf_config())[1]
 
   def missing_labels_reason(self, task: Task) -> str:
     """The directory has no head tensor to count labels from."""
@@ -831,6 +888,16 @@ class _CheckpointLoader(PresetLoader):
   def labels(self, task: Task) -> Optional[List[str]]:
     """The run's :attr:`Task.run_config` ``labels``."""
     return (self._run_config(task) or {}).get("labels") or None
+
+  def long_document(self, task: Task):
+    """The run's :attr:`Task.run_config` ``long_document`` (``run_classifier
+    --long_document``; ``classifier_config.json``)."""
+    return recorded_long_document((self._run_config(task) or {}).get("long_document"))
+
+  def window_settings(self, task: Task) -> dict:
+    """The run's ``long_document``'s ``window_pooling`` (``--window_pooling``)."""
+    recorded = (self._run_config(task) or {}).get("long_document") or {}
+    return {"window_pooling": recorded["window_pooling"]} if "window_pooling" in recorded else {}
 
 
 class Tf1Loader(_CheckpointLoader):

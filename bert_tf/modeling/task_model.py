@@ -19,6 +19,10 @@ in :mod:`bert_tf.modeling.models`; ``BertTokenClassifier``;
   model without labels;
 * :attr:`TaskModel.takes_preprocessor`: whether it takes text through a
   :class:`bert_tf.preprocessing.PreprocessorLayer`;
+* :meth:`TaskModel.preset_reading`: how it reads a text longer than one
+  window, from ``from_preset``'s ``long_document`` and the preset's record
+  (only :class:`~bert_tf.modeling.models.BertClassifier` reads long
+  documents; the others refuse the argument);
 * :meth:`TaskModel.run_settings_kwargs`: its constructor arguments from a
   run's settings file.
 
@@ -26,6 +30,7 @@ Every refusal raises one :mod:`bert_tf.errors` class (each a ``ValueError``)
 naming the argument.
 """
 
+import os
 from typing import Optional, Tuple
 
 import keras
@@ -33,6 +38,13 @@ import keras
 from bert_tf import config as config_lib
 from bert_tf import errors
 from bert_tf.modeling import presets
+
+
+# Why a model class other than BertClassifier takes no long_document.
+NOT_LONG_DOCUMENTS = (
+    "long_document is BertClassifier's: question answering, token classification "
+    "(NER) and multiple choice pick which window already, their own way (SQuAD's "
+    "doc_stride windows, one window a choice)")
 
 
 def base_config(model: keras.Model) -> dict:
@@ -70,6 +82,9 @@ class TaskModel(keras.Model):
     label_fields: label arguments a fine-tuned preset supplies
       (``("num_labels", "id2label")``); empty: the model has no labels.
     takes_preprocessor: the constructor takes ``preprocessor=``.
+    reads_long_documents: the model reads a text longer than one window by
+      a ``long_document`` method (:meth:`preset_reading`); the others refuse
+      ``from_preset(..., long_document=)``.
 
   Example::
 
@@ -85,6 +100,7 @@ class TaskModel(keras.Model):
   config_fields: Tuple[str, ...] = ()
   label_fields: Tuple[str, ...] = ()
   takes_preprocessor: bool = True
+  reads_long_documents: bool = False
 
   def get_config(self) -> dict:
     """Keras config: ``name``, ``trainable``, ``dtype``, ``config`` (the
@@ -111,7 +127,7 @@ class TaskModel(keras.Model):
   @classmethod
   def from_preset(cls, preset, config: "config_lib.BertConfig | dict | None" = None,
                   preprocessor=None, max_seq_length: Optional[int] = None,
-                  **kwargs) -> "TaskModel":
+                  long_document=None, **kwargs) -> "TaskModel":
     """The model with a preset's weights: the encoder, and the head where the
     preset has this class's (:attr:`preset_task`).
 
@@ -134,6 +150,13 @@ class TaskModel(keras.Model):
         a ``BertPreprocessor`` / ``PreprocessorLayer``; None: ids only.
       max_seq_length: with ``preprocessor=True``, its length (3 ..
         ``max_position_embeddings``; keras-hub's ``sequence_length``).
+      long_document: how a text longer than one window is read
+        (:class:`~bert_tf.modeling.models.BertClassifier` only: a
+        :class:`~bert_tf.modeling.long_document.LongDocument`, its dict or a
+        method name; :meth:`preset_reading`). None: the preset's own
+        settings with ``preprocessor=True`` (a ``.keras`` file's, a run's
+        ``classifier_config.json``, ``config.json``'s
+        ``bert_tf_long_document``), else the original's first tokens.
       **kwargs: constructor arguments (``name``, ``dtype``, ``num_labels``,
         ``id2label``, ``problem_type``, ``nsp``, ...). A model with labels
         takes ``num_labels`` from a fine-tuned preset when not given, and
@@ -150,8 +173,20 @@ class TaskModel(keras.Model):
         given and the preset records none (argument ``num_labels``);
         ``preprocessor=True`` and the preset has no vocab.
       ParamsError: ``max_seq_length`` out of range or without
-        ``preprocessor=True``; a preprocessor for a model that takes none.
+        ``preprocessor=True``; a preprocessor for a model that takes none;
+        a ``long_document`` for a class that reads none, without a
+        preprocessor, or that does not fit its length.
     """
+    if long_document is not None and not cls.reads_long_documents:
+      # Before the preset is read: one line, no work.
+      raise errors.ParamsError("%s.from_preset(%r, long_document=%r): %s" % (
+          cls.__name__, os.fspath(preset), long_document, NOT_LONG_DOCUMENTS),
+          argument="long_document")
+    if long_document is not None and not preprocessor:
+      raise errors.ParamsError("%s.from_preset(%r, long_document=%r) reads text: pass "
+                               "preprocessor=True too" % (
+                                   cls.__name__, os.fspath(preset), long_document),
+                               argument="long_document")
     loader = presets.get_preset_loader(preset)
     if cls.label_fields:
       cls._preset_labels(loader, preset, kwargs)
@@ -161,7 +196,24 @@ class TaskModel(keras.Model):
       raise errors.ParamsError("%s takes token ids, not text: from_preset(%r) takes no "
                                "preprocessor or max_seq_length" % (cls.__name__, preset),
                                argument="preprocessor")
+    if cls.reads_long_documents:
+      cls.preset_reading(loader, kwargs, long_document, own_preprocessor=preprocessor is True)
     return loader.build(lambda c: cls(c, **kwargs), cls.preset_task, config)
+
+  @classmethod
+  def preset_reading(cls, loader: presets.PresetLoader, kwargs: dict, given,
+                     own_preprocessor: bool) -> None:
+    """Sets ``kwargs``' long-document arguments for :meth:`from_preset`
+    (a class with :attr:`reads_long_documents` defines it).
+
+    Args:
+      loader: the preset's loader (:meth:`PresetLoader.long_document`,
+        :meth:`PresetLoader.window_settings`).
+      kwargs: the constructor arguments so far (``preprocessor`` set).
+      given: ``from_preset``'s ``long_document`` (None: the preset's).
+      own_preprocessor: ``preprocessor=True`` (the preset's own).
+    """
+    raise NotImplementedError
 
   @classmethod
   def _preset_labels(cls, loader: presets.PresetLoader, preset, kwargs: dict) -> None:

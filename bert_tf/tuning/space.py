@@ -43,6 +43,11 @@ NOT_SEARCHED = frozenset({"output_dir", "export_dir", "seed", "do_train",
 DATA_FIELDS = frozenset({"max_seq_length", "do_lower_case", "preserve_unused_tokens",
                          "doc_stride", "max_query_length", "version_2_with_negative",
                          "task_name", "labels", "label_list", "xnli_language"})
+# The classifier's long-document flags (run_classifier --long_document ...):
+# a search space may take the method as a dimension ({"long_document":
+# ["head", "windows"]}); the other tasks read their windows their own way.
+LONG_DOCUMENT_FLAGS = ("long_document", "head_tokens", "max_windows", "max_eval_windows",
+                       "window_pooling")
 
 
 @dataclasses.dataclass
@@ -154,6 +159,10 @@ def load_search_space(spec: str, params_cls,
     run_settings: fields that do not change what training computes (the
       runner's ``NOT_RECIPE``), never searched.
 
+  A field of :data:`DATA_FIELDS` is searchable when ``params_cls`` lists it
+  in a ``featurized_per_trial`` class attribute (a frozenset: its task's
+  ``with_params`` featurizes the data anew for each trial).
+
   Returns:
     a :class:`SearchSpace` with values converted to the flags' types.
 
@@ -161,17 +170,21 @@ def load_search_space(spec: str, params_cls,
     errors.ParamsError (argument ``search_space``): an unreadable file,
       an unknown hyperparameter name (listing the allowed ones), an empty
       list, an invalid range (``low >= high``, log with ``low <= 0``), a
-      value of the wrong type.
+      value of the wrong type; a classifier's long-document flag
+      (:data:`LONG_DOCUMENT_FLAGS`) for another task, saying whose it is.
   """
   raw, where = _read_spec(spec)
+  # A params class may featurize some data fields anew for each trial
+  # (FineTuningTask.with_params): those are searchable.
   types = field_types(params_cls)
   choices_of = {f.name: (f.metadata or {}).get("choices")
                 for f in dataclasses.fields(params_cls)}
+  per_trial = frozenset(getattr(params_cls, "featurized_per_trial", ()))
   allowed = sorted(n for n in types if n not in NOT_SEARCHED and
-                   n not in DATA_FIELDS and n not in run_settings)
+                   (n not in DATA_FIELDS or n in per_trial) and n not in run_settings)
   out = {}
   for name, value in raw.items():
-    _check_name(name, allowed, where)
+    _check_name(name, allowed, where, params_cls.__name__)
     tp = types[name]
     if isinstance(value, list):
       out[name] = _grid_values(name, value, tp, choices_of.get(name), where)
@@ -208,9 +221,10 @@ def _read_spec(spec: str) -> Tuple[dict, str]:
   return raw, spec
 
 
-def _check_name(name: str, allowed: list, where: str) -> None:
-  """Refuses ``seed``, a field that changes the featurized data, and a name
-  that is not one of ``allowed`` (listed).
+def _check_name(name: str, allowed: list, where: str, params_name: str = "") -> None:
+  """Refuses ``seed``, a field that changes the featurized data, a
+  long-document flag of a task without it, and a name that is not one of
+  ``allowed`` (listed).
 
   Raises:
     errors.ParamsError: argument ``search_space``.
@@ -219,7 +233,13 @@ def _check_name(name: str, allowed: list, where: str) -> None:
     raise errors.ParamsError("search space %s: seed is set by --num_restarts "
                              "(seed, seed+1, ...), not searched" % where,
                              argument="search_space")
-  if name in DATA_FIELDS:
+  if name in LONG_DOCUMENT_FLAGS and name not in allowed:
+    raise errors.ParamsError(
+        "search space %s: %s is not a flag of this task (%s): it is --task=classifier's "
+        "(how a text longer than one window is read); question answering, NER and "
+        "multiple choice pick which window already, their own way" % (
+            where, name, params_name or "its params"), argument="search_space")
+  if name in DATA_FIELDS and name not in allowed:
     raise errors.ParamsError(
         "search space %s: %s changes the featurized data, which a search prepares "
         "once: run one search per value" % (where, name), argument="search_space")

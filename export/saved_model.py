@@ -335,6 +335,7 @@ def export_classifier(model, preprocessor, labels: Optional[Sequence[str]], expo
   spec = spec_lib.ServingSpec.create(
       "classifier", preprocessor.max_seq_length, task_name=task_name,
       labels=None if is_regression else labels, problem_type=problem, is_pair=is_pair,
+      long_document=getattr(model, "long_document", None),
       do_lower_case=preprocessor.do_lower_case,
       preserve_unused_tokens=preprocessor.preserve_unused_tokens)
   ops = serving.GraphOps(preprocessor, dtype=dtype, xla=xla)

@@ -195,10 +195,6 @@ def test_a_keras_file_is_served_by_its_settings(config, pre, tmp_path):
                              atol=1e-4)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "long_document._dense: a batch whose every text is empty has no token column, "
-    "so its gather has no place (to_tensor gives [B, 0]; zeros_like(dense[:, :1]) adds "
-    "none): pad with tf.pad(dense, [[0, 0], [0, 1]]); the SavedModel too"))
 def test_a_batch_of_empty_texts_is_one_window_each(config, pre):
   model = _windowed(config, pre)
   features, windows = _packed(model, ["", "dull film"])
@@ -439,10 +435,6 @@ def test_a_params_class_may_featurize_a_data_field_per_trial(tmp_path):
 
 
 @pytest.mark.slow  # a 2-trial search (issue 41's rule)
-@pytest.mark.xfail(strict=True, reason=(
-    "ClassificationTask.with_params keeps the search's first task's long_document and "
-    "dev datasets: a trial's --long_document must make its own (settings_from_params("
-    "params).resolved(S), dev datasets over the same examples)"))
 def test_each_trial_reads_its_own_method(tmp_path):
   from bert_tf.tasks.classification import ClassifierParams  # pylint: disable=g-import-not-at-top
   data = tmp_path / "data"

@@ -147,8 +147,8 @@ def _dense(tokens: tf.RaggedTensor):
   """``(ids int32 [B, T + 1] zero-padded, lengths int32 [B])`` of ragged ids
   (one padding column more, so a gather has a place even when T is 0)."""
   tokens = tf.cast(tokens, tf.int32)
-  dense = tokens.to_tensor(0)
-  dense = tf.concat([dense, tf.zeros_like(dense[:, :1])], 1)
+  # A pad, not a concat of dense[:, :1]: a batch of empty texts is [B, 0].
+  dense = tf.pad(tokens.to_tensor(0), [[0, 0], [0, 1]])
   return dense, tf.cast(tokens.row_lengths(), tf.int32)
 
 

@@ -42,6 +42,9 @@ from bert_tf.tasks import fine_tuning
 
 RUN_CONFIG = task_kinds.get("classifier").settings_file
 BEST_DIR = run_dir.BEST_DIR  # the runner keeps the best dev model there
+# The field long_document shadows the module in ClassifierParams' body.
+LONG_DOCUMENT_METHODS = long_document.METHODS
+WINDOW_POOLINGS = long_document.POOLINGS
 # Token-length bucket edges for --bucket_by_length training batches.
 BUCKETS = (16, 24, 32, 48, 64, 96)
 
@@ -72,12 +75,16 @@ class ClassifierParams(fine_tuning.FineTuningParams, fine_tuning.SkipPaddingPara
   strict_utf8: bool = field(False, "Refuse a data file with bytes that are not UTF-8 (naming the file and line). Default: such bytes become U+FFFD, as the original reads them, with one warning naming the file, the first such line and their count.")
   deterministic: bool = field(False, fine_tuning.DETERMINISTIC_HELP)
   # Texts longer than one window (bert_tf.modeling.long_document).
-  long_document: str = field("head", "How a text longer than --max_seq_length is read: head (the original: its first tokens), tail (its last), head_tail (--head_tokens from the start, the rest from the end; Sun et al. 2019), windows (max_seq_length windows --doc_stride apart as run_squad.py cuts contexts, each encoded, pooled by --window_pooling into one prediction). In a pair the shorter text is kept in every window.")
+  long_document: str = field("head", choices=LONG_DOCUMENT_METHODS, help="How a text longer than --max_seq_length is read: head (the original: its first tokens), tail (its last), head_tail (--head_tokens from the start, the rest from the end; Sun et al. 2019), windows (max_seq_length windows --doc_stride apart as run_squad.py cuts contexts, each encoded, pooled by --window_pooling into one prediction). In a pair the shorter text is kept in every window.")
   head_tokens: Optional[int] = field(None, "--long_document=head_tail: tokens kept from the start (default: a quarter of max_seq_length - 2).")
   doc_stride: Optional[int] = field(None, "--long_document=windows: tokens between window starts, below max_seq_length - 2 (default: half of it).")
   max_windows: int = field(4, "--long_document=windows: windows of a document trained on per step (all when it has no more, else that many spread evenly from its first to its last): bounds memory and time per document.")
   max_eval_windows: int = field(64, "--long_document=windows: windows of a document read in evaluation, prediction and the export (the same spread beyond it; the export says truncated).")
-  window_pooling: str = field("mean", "--long_document=windows: mean or max over a document's windows (of their pooled outputs).")
+  window_pooling: str = field("mean", choices=WINDOW_POOLINGS, help="--long_document=windows: mean or max over a document's windows (of their pooled outputs).")
+
+  # A search may vary these per trial: the task packs its data per batch
+  # (bert_tf.tuning.space), so no featurized data depends on them.
+  featurized_per_trial = frozenset({"doc_stride"})
 
 
 build_classifier = models.build_classifier
@@ -443,6 +450,23 @@ class ClassificationTask(fine_tuning.FineTuningTask):
     new = copy.copy(self)
     new.devs, new.dev_datasets = reported
     new._report_devs = None  # pylint: disable=protected-access
+    return new
+
+  def with_params(self, params: ClassifierParams) -> "ClassificationTask":
+    """:meth:`FineTuningTask.with_params`, and a trial's own long-document
+    settings (a search may vary ``--long_document`` and its options: the
+    dev sets are packed anew by the trial's method)."""
+    new = super().with_params(params)
+    settings = settings_from_params(params).resolved(self.preprocessor.max_seq_length)
+    if settings == self.long_document:
+      return new
+    new.long_document = settings
+    make = lambda splits: [eval_dataset(new.featurizer(), new.data_task, ex,  # pylint: disable=unnecessary-lambda-assignment
+                                        params.eval_batch_size) for _, ex in splits]
+    new.dev_datasets = make(new.devs)
+    reported = getattr(self, "_report_devs", None)
+    if reported is not None:
+      new._report_devs = (reported[0], make(reported[0]))  # pylint: disable=protected-access
     return new
 
   def build_model(self):

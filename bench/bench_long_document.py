@@ -16,11 +16,9 @@ rows and 2 seeds take ~1.5-2.5 h of 2 cores (the whole set, 1 epoch: ~3.5 h;
   last), ``--max_eval_windows`` in serving, pooled by mean / max of the
   windows' pooled outputs;
 * ``windows-128-max-logits``: max of the windows' logits (``pool_logits``;
-  one seed). The mean of the logits needs no row: through the linear head
-  it is the head of the mean pooled output (at inference; in training only
-  dropout's place differs). ``run_classifier`` has no flag for it yet, so
-  this row starts the tool with ``models.build_classifier`` given
-  ``pool_logits=True`` (:data:`POOL_LOGITS`);
+  ``--pool_logits``; one seed). The mean of the logits needs no row:
+  through the linear head it is the head of the mean pooled output (at
+  inference; in training only dropout's place differs);
 * ``head-512``: the whole of most posts in one window (4x the positions).
 
 Each run trains (``--optimizer=adamw``, 10% warm-up) and exports a
@@ -67,23 +65,17 @@ from _sidebyside import minilm_dir, ours_train_rate, summary, write_results
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# name -> (max_seq_length, run_classifier flags, pool the windows' logits)
+# name -> (max_seq_length, run_classifier flags)
 ROWS = {
-    "head-128": (128, ["--long_document=head"], False),
-    "head_tail-128": (128, ["--long_document=head_tail"], False),
-    "windows-128-mean": (128, ["--long_document=windows", "--window_pooling=mean"], False),
-    "windows-128-max": (128, ["--long_document=windows", "--window_pooling=max"], False),
-    "windows-128-max-logits": (128, ["--long_document=windows", "--window_pooling=max"], True),
-    "head-512": (512, ["--long_document=head"], False),
+    "head-128": (128, ["--long_document=head"]),
+    "head_tail-128": (128, ["--long_document=head_tail"]),
+    "windows-128-mean": (128, ["--long_document=windows", "--window_pooling=mean"]),
+    "windows-128-max": (128, ["--long_document=windows", "--window_pooling=max"]),
+    "windows-128-max-logits": (128, ["--long_document=windows", "--window_pooling=max",
+                                     "--pool_logits"]),
+    "head-512": (512, ["--long_document=head"]),
 }
 FIRST_SEED_ONLY = ("windows-128-max-logits",)
-# run_classifier with BertClassifier(pool_logits=True): the tool imported,
-# its model builder wrapped, then run as `python tools/run_classifier.py`.
-POOL_LOGITS = ("import functools, sys; sys.argv = sys.argv[1:]; "
-               "from bert_tf.tools import run_classifier as tool; "
-               "from bert_tf.modeling import models; "
-               "models.build_classifier = functools.partial(models.build_classifier, "
-               "pool_logits=True); tool.run()")
 # Arguments that choose runs, paths or threads, not the recipe.
 NOT_RECIPE = ("which", "seeds", "output", "work_dir", "threads", "keep_runs",
               "results_name", "save_checkpoints_steps")
@@ -163,8 +155,8 @@ def tokens_read(n: int, seq: int, windows: bool, cap: int) -> int:
 def train(args, row: str, seed: int, data: str, run_dir: str) -> tuple:
   """``tools/run_classifier.py`` for one row and seed (resumes a killed run
   from its checkpoints); returns ``(stdout, peak RSS bytes, seconds)``."""
-  seq, flags, logits = ROWS[row]
-  cmd = [sys.executable] + (["-c", POOL_LOGITS] if logits else []) + [
+  seq, flags = ROWS[row]
+  cmd = [sys.executable] + [
       os.path.join(ROOT, "tools", "run_classifier.py"), "--task_name=tsv",
       "--text_a_column=sentence", "--label_column=label", "--data_dir=" + data,
       "--init_checkpoint=" + (args.init_checkpoint or minilm_dir()), "--do_train",
@@ -209,7 +201,7 @@ def serve(export_root: str, texts: list, batch: int) -> tuple:
 def run_one(args, row: str, seed: int, data: tuple) -> dict:
   """One row and seed trained, served and scored (the results-file entry)."""
   data_dir, (train_pieces, dev_texts, dev_labels, dev_pieces) = data[0], data[1:]
-  seq, _, _ = ROWS[row]
+  seq, _ = ROWS[row]
   windows = "windows" in row
   run_dir = os.path.join(args.work_dir, "%s-seed%d" % (row, seed))
   stdout, rss, seconds = train(args, row, seed, data_dir, run_dir)

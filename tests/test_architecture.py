@@ -209,7 +209,7 @@ def test_import_bert_tf_loads_no_tensorflow():
   assert out.strip() == "[]", out
 
 
-BENCH_MAX_LINES = 3700  # issue 41, item 2; + bench/litert_delegation.py (issue 68)
+BENCH_MAX_LINES = 4100  # issue 41, item 2; + bench/litert_delegation.py (issue 68), bench/bench_long_document.py (issue 69)
 
 
 def test_bench_stays_within_its_line_budget():

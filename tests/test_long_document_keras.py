@@ -156,7 +156,7 @@ def test_keras_file_and_from_preset_keep_the_settings(config, pre, tmp_path):
   layer_config = loaded.get_config()["preprocessor"]["config"]
   assert layer_config["long_document"] == dict(
       method="windows", head_tokens=3, doc_stride=5, max_windows=2, max_eval_windows=5,
-      window_pooling="max")
+      window_pooling="max", pool_logits=False)
   assert (loaded.window_pooling, loaded.pool_logits) == ("max", False)
   np.testing.assert_allclose(loaded.predict(texts, verbose=0), want, atol=1e-6)
   again = models.BertClassifier.from_preset(path, preprocessor=True)

@@ -76,6 +76,9 @@ class LongDocument:
       prediction and serving (>= 1).
     window_pooling: ``windows``: how the windows' outputs make one (mean or
       max over the windows).
+    pool_logits: ``windows``: pool the windows' logits instead of their
+      pooled outputs (the same as the pooled outputs' mean at inference,
+      the head being linear; it differs for ``max`` and in training).
   """
   method: str = "head"
   head_tokens: Optional[int] = None
@@ -83,6 +86,7 @@ class LongDocument:
   max_windows: int = 4
   max_eval_windows: int = 64
   window_pooling: str = "mean"
+  pool_logits: bool = False
 
   @property
   def windowed(self) -> bool:
@@ -122,7 +126,8 @@ class LongDocument:
           argument="doc_stride")
     return dataclasses.replace(self, head_tokens=head, doc_stride=stride,
                                max_windows=int(self.max_windows),
-                               max_eval_windows=int(self.max_eval_windows))
+                               max_eval_windows=int(self.max_eval_windows),
+                               pool_logits=bool(self.pool_logits))
 
   def to_dict(self) -> dict:
     """JSON-ready settings (a run's settings file, ``config.json``, ``.keras``)."""

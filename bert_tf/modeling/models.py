@@ -909,19 +909,23 @@ class BertClassifier(TextInputsMixin, task_model.TaskModel):
   @classmethod
   def run_settings_kwargs(cls, settings: dict) -> dict:
     """``classifier_config.json`` -> ``num_labels`` (1 with ``is_regression``,
-    else the number of ``labels``), ``id2label`` (the labels) and
+    else the number of ``labels``), ``id2label`` (the labels),
     ``problem_type`` (``regression``; ``multi_label_classification`` with
-    ``multi_label``; else single-label).
+    ``multi_label``; else single-label), and the windows' ``window_pooling``
+    and ``pool_logits`` its ``long_document`` records.
 
     Raises:
       ConfigError: no ``labels`` for a classification run.
     """
+    recorded = settings.get("long_document") or {}
+    pooling = {"window_pooling": recorded.get("window_pooling", "mean"),
+               "pool_logits": bool(recorded.get("pool_logits", False))}
     if settings.get("is_regression"):
-      return {"num_labels": 1, "problem_type": "regression"}
+      return dict(pooling, num_labels=1, problem_type="regression")
     labels = task_model.run_labels(settings, cls.__name__)
-    return {"num_labels": len(labels), "id2label": labels,
-            "problem_type": "multi_label_classification" if settings.get("multi_label")
-                            else "single_label_classification"}
+    return dict(pooling, num_labels=len(labels), id2label=labels,
+                problem_type="multi_label_classification" if settings.get("multi_label")
+                else "single_label_classification")
 
   @property
   def long_document(self) -> "Optional[long_document.LongDocument]":

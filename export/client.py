@@ -592,6 +592,20 @@ class LiteRTSignature:
     self.name = signature_name
     self.runner = self.interpreter.get_signature_runner(signature_name)
     self.input_details = self.runner.get_input_details()
+    # A file of one signature is the interpreter's main graph: called through
+    # the Interpreter's own API, its tensors are allocated again only when an
+    # input's shape changes (the signature runner re-prepares every graph of
+    # the file on every call: ~0.4 ms a question, bench/results/
+    # litert_buckets_2026-12-05/). A file of several goes through the runner.
+    main = {d["index"] for d in self.interpreter.get_input_details()}
+    self._direct = len(sigs) == 1 and main == {
+        d["index"] for d in self.input_details.values()}
+    self._shapes = None
+    self._outputs = {k: d["index"] for k, d in self.runner.get_output_details().items()}
+    if self._direct:
+      # The Interpreter refuses to allocate while another object (a signature
+      # runner) holds its internals.
+      self.runner = None
 
   def specs(self) -> Dict[str, tf.TensorSpec]:
     """input name -> ``tf.TensorSpec`` (unknown dimensions None)."""
@@ -637,10 +651,26 @@ class LiteRTSignature:
           self.name, ", ".join(sorted(arrays)), ", ".join(
               "%s=%d" % (k, v.shape[0]) for k, v in sorted(arrays.items()))))
     try:
-      return self.runner(**arrays)
+      return self._invoke(arrays) if self._direct else self.runner(**arrays)
     except (ValueError, RuntimeError) as e:
+      self._shapes = None  # a failed call may leave the tensors half-sized
       raise PredictError("%s: the .tflite refused the request: %s" % (
           self.path, str(e).strip().splitlines()[0][:300])) from e
+
+  def _invoke(self, arrays: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    """The main graph on ``arrays``, resized and allocated only when an
+    input's shape differs from the last call's."""
+    it = self.interpreter
+    shapes = {k: tuple(v.shape) for k, v in arrays.items()}
+    if shapes != self._shapes:
+      for name, shape in shapes.items():
+        it.resize_tensor_input(self.input_details[name]["index"], list(shape))
+      it.allocate_tensors()
+      self._shapes = shapes
+    for name, value in arrays.items():
+      it.set_tensor(self.input_details[name]["index"], value)
+    it.invoke()
+    return {name: it.get_tensor(index) for name, index in self._outputs.items()}
 
 
 def resolve_litert(path: str) -> str:

@@ -16,16 +16,12 @@ and no string op of core TensorFlow at the boundary):
 2. ``RoundRobinTrimmer`` to ``max_seq_length`` - 2 (one text) or - 3 (a
    pair): the original ``_truncate_seq_pair`` (longest first, ties trim
    text_b);
-3. dense packing ``[CLS] a [SEP] b [SEP]`` to a fixed ``[B, max_seq_length]``
-   (``RaggedTensorToTensor`` to a fixed width, then only dense builtins), so
-   the encoder's shapes are static and XNNPACK runs it;
-4. the model (built-in ops only; ``skip_padding=False``, every position
-   computed) and the task's outputs. The classifier and multiple-choice
-   graphs run a request of one row at that row's own length (an ``IF``
-   branch whose shapes the interpreter sets per call) and a bigger batch at
-   the smallest of :data:`BUCKETS` / ``max_seq_length`` that holds its
-   longest row (``IF`` branches of fixed shapes): short requests do not pay
-   for the full width.
+3. dense packing ``[CLS] a [SEP] b [SEP]`` to ``[B, max_seq_length]``
+   (``RaggedTensorToTensor`` to a fixed width, then only dense builtins);
+4. the model (built-in ops only; ``skip_padding=False``) on the batch cut
+   to its longest row (:meth:`LiteOps.own_length`: one encoder graph whose
+   shapes the interpreter sets per call and XNNPACK re-plans), and the
+   task's outputs: a short request does not pay for the full width.
 
 Signatures: ``serving_default`` with the SavedModel's input names (``text``
 / ``text_a`` + ``text_b``, ``sentence``, ``context`` + ``endings``,
@@ -57,10 +53,8 @@ whitespace from the sentence's bytes (tensorflow-text ``ByteSplitter``;
 offsets counted in code points), cut out with ``ByteSplitByOffsets`` (the
 one substring kernel LiteRT has), each word tokenized alone, the pieces
 read in doc-stride windows of ``max_seq_length`` as the SavedModel (all
-windows of the batch, [B * K, S], through one encoder call at the smallest
-of :data:`BUCKETS` / S that holds the longest window, a single window at
-its own length; K the batch's most,
-at most ``max_windows``), each word given the argmax at its first
+windows of the batch, [B * K, S], through one encoder call at the longest
+window's width; K the batch's most, at most ``max_windows``), each word given the argmax at its first
 piece in its max-context window (run_squad's float64 score compared as
 exact ranks, :func:`max_context_ranks`), and entities found with
 conlleval's chunk rules (:func:`entities`). Strings are padded with "" by
@@ -72,7 +66,7 @@ these ops; the refusal is its task kind's), before any work.
 The task computation is each kind's serving module
 (:mod:`bert_tf.export.serving`), the SavedModel's; this format gives it
 :class:`LiteOps` (the tokenizer and packing of
-:mod:`bert_tf.export.litert_text`, the length-bucketed model call) and
+:mod:`bert_tf.export.litert_text`, the model at the batch's own length) and
 writes the converted file through :func:`bert_tf.export.base.write_version`.
 
 The preprocessor and features exports carry a second signature, ``pair``
@@ -105,15 +99,6 @@ from bert_tf.export import spec as spec_lib
 FORMAT = task_kinds.LITERT
 MODEL_FILE = client.TFLITE_FILE
 QUANTIZE = ("none", "dynamic_int8", "float16")
-# Encoder widths of the classifier, multiple-choice and NER graphs: a batch
-# of more than one row (and any [B, K, S] batch) runs at the smallest that
-# holds its longest row (fixed shapes, so XNNPACK runs every one); the
-# export's max_seq_length is the last. A request of one [1, S] row runs at
-# its own length instead (LiteOps.bucketed). Each bucket is one more encoder
-# subgraph: for MiniLM ~2 s of conversion, ~0.2 MB of file and, from the
-# first call, XNNPACK's packed copy of the weights (~40 MB float32, ~13 MB
-# int8), whether used or not (bench/results/litert_buckets_2026-12-05/).
-BUCKETS = (16, 24, 32, 48, 64, 96)
 TOKEN_DIFFERENCES = (
     "control and format characters (\\x00, \\x07, U+200B, U+00AD...) split a word "
     "where the original deletes them and joins its halves",
@@ -137,7 +122,7 @@ class LiteRTExportError(errors.BertTfError, ValueError):
 
 class LiteOps(serving.TextOps):
   """The ``litert`` format's ops (see the module doc): fixed shapes, dense
-  packing, tensorflow-text's LiteRT kernels, the model at length buckets.
+  packing, tensorflow-text's LiteRT kernels, the model at the batch's length.
 
   Args:
     preprocessor: the :class:`BertPreprocessor` the model trained with
@@ -206,7 +191,7 @@ class LiteOps(serving.TextOps):
 
   @staticmethod
   def trim(features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
-    """Fixed widths: the length buckets cut the batch (:meth:`bucketed`)."""
+    """As packed: the model call cuts the batch to its length (:meth:`own_length`)."""
     return features
 
   def pack(self, texts: Sequence[tf.Tensor]) -> Dict[str, tf.Tensor]:
@@ -222,50 +207,30 @@ class LiteOps(serving.TextOps):
     f = self.pack([contexts, tf.reshape(endings, [-1])])
     return {k: tf.reshape(v, [-1, n, seq]) for k, v in f.items()}
 
-  def bucketed(self, module: tf.Module, features: Dict[str, tf.Tensor], post=None):
-    """The model on int32 ``features`` [B, S] or [B, K, S], cut to the
-    batch's length: a request of one row at its own length L (one ``IF``
-    branch fed [1, L] or [1, K, L]: the interpreter resizes that subgraph
-    and XNNPACK replans it when L changes; no padding computed), any other
-    batch at the smallest of :data:`BUCKETS` (and S) that holds its longest
-    row (one ``IF`` per bucket, each branch a fixed-shape subgraph). When K
-    is unknown at trace (a classifier's long-document windows) every batch
-    takes the buckets: the model folds [1, K, L] to [K, L], and on a mask
-    with both dimensions unknown its attention bias (``[:, newaxis,
-    newaxis, :]``) converts to a ``StridedSlice`` LiteRT has no kernel for
-    (measured with [B, L] rows). Outputs must not depend on the width
-    (classifier, multiple choice), or ``post(output, width)`` makes them so
-    (NER: per-position tags padded back to S; ``width`` a Python int, an
-    int32 scalar tensor for the row of one). The padding is masked, so the
-    outputs are the fixed-width graph's (logits bit-identical, measured)."""
-    seq = self.preprocessor.max_seq_length
-    widths = [w for w in BUCKETS if w < seq] + [seq]
+  def own_length(self, module: tf.Module, features: Dict[str, tf.Tensor], post=None):
+    """The model on int32 ``features`` [B, S] or [B, K, S] cut to the batch's
+    longest row: one encoder graph with dynamic shapes, resized by the
+    interpreter and re-planned by XNNPACK when the shape changes, so no
+    padding column is computed (a 10-token question runs at 12 positions).
+    Outputs must not depend on the width (classifier, multiple choice), or
+    ``post(output, width)`` makes them so (NER: per-position tags padded
+    back to S; ``width`` an int32 scalar). The padding is masked, so the
+    outputs are the fixed-width graph's (logits bit-identical, measured:
+    bench/results/litert_buckets_2026-12-05/, where length buckets and
+    fixed shapes were slower at batch 32 and held XNNPACK's packed copy of
+    the weights once per bucket)."""
     features, rows = self.at_least_one_row(features)
-    longest = tf.reduce_max(tf.reduce_sum(features["input_mask"], axis=-1))
-
-    def call(cut, width):
-      out = tf.cast(base.serving_call(module, cut, skip_padding=False), tf.float32)
-      return out if post is None else post(out, width)
-
-    def run(width):
-      return lambda: call({k: v[..., :width] for k, v in features.items()}, width)
-    out = run(widths[-1])
-    for width in reversed(widths[:-1]):
-      out = (lambda w, rest: lambda: tf.cond(longest <= w, run(w), rest))(width, out)
-    inner = features["input_mask"].shape[1:-1].as_list()  # [] or [K]
-    if None in inner:
-      return out()[:rows]
-    # The row cut in this graph: the branch is fed [1, (K,) L] as the bucket
-    # branches are fed their widths. At least 1 wide: the padding row of an
-    # empty batch has no tokens.
-    size = tf.stack([1] + inner + [tf.maximum(longest, 1)])
-    one = {k: tf.reshape(tf.slice(v, tf.zeros_like(size), size), [1] + inner + [-1])
-           for k, v in features.items()}
-    single = lambda: call(one, tf.shape(one["input_mask"])[-1])
-    return tf.cond(tf.equal(tf.shape(features["input_mask"])[0], 1), single, out)[:rows]
+    mask = features["input_mask"]
+    longest = tf.maximum(tf.reduce_max(tf.reduce_sum(mask, axis=-1)), 1)
+    size = tf.concat([tf.shape(mask)[:-1], tf.reshape(longest, [1])], 0)
+    cut = {k: tf.slice(v, tf.zeros_like(size), size) for k, v in features.items()}
+    out = tf.cast(base.serving_call(module, cut, skip_padding=False), tf.float32)
+    if post is not None:
+      out = post(out, longest)
+    return out[:rows]
 
   def logits(self, module: tf.Module, features: Dict[str, tf.Tensor]) -> tf.Tensor:
-    return self.bucketed(module, features)
+    return self.own_length(module, features)
 
   def encoder_outputs(self, module: tf.Module, features: Dict[str, tf.Tensor]) -> dict:
     features, rows = self.at_least_one_row(features)

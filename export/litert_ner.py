@@ -8,8 +8,8 @@ from the sentence's bytes (:func:`bert_tf.export.litert_text.split_words_bytes`)
 cut out with ``ByteSplitByOffsets``, each word tokenized alone
 (:func:`word_piece_ids`), the pieces read in doc-stride windows of
 ``max_seq_length`` as the SavedModel (:func:`piece_windows`; all windows of
-the batch, [B * K, S], through one encoder call at the smallest length
-bucket that holds the longest window; K the batch's most, at most
+the batch, [B * K, S], through one encoder call at the longest window's
+width; K the batch's most, at most
 ``max_windows``), each word given the argmax at its first piece in its
 max-context window (:func:`max_context_positions`: run_squad's float64
 score compared as exact ranks), and entities found with conlleval's chunk
@@ -151,7 +151,7 @@ def tag_sentences(module, ops, sentence: tf.Tensor) -> Dict[str, tf.Tensor]:
     module: the :class:`bert_tf.export.tagging.TaggingServing` (its model,
       ``tokenizer``, ``labels``, spec's ``doc_stride`` / ``max_windows``).
     ops: the format's ops (:class:`bert_tf.export.litert.LiteOps`: the
-      length-bucketed model call).
+      own-length model call).
     sentence: string [B], valid UTF-8 (the client refuses other: the
       offsets are counted on valid UTF-8).
 
@@ -173,9 +173,9 @@ def tag_sentences(module, ops, sentence: tf.Tensor) -> Dict[str, tf.Tensor]:
   pieces = word_piece_ids(module.tokenizer, pre, words, tf.shape(w["row"])[0])
   win = piece_windows(pre, pieces, num_words, module.spec.doc_stride,
                       module.spec.max_windows)
-  # The windows' tags [B * K, S] at the smallest bucket width that holds the
-  # longest window (padding positions are never read).
-  piece_tags = ops.bucketed(
+  # The windows' tags [B * K, S] from the model at the longest window's
+  # width (padding positions are never read).
+  piece_tags = ops.own_length(
       module, {k: win[k] for k in ("input_ids", "input_mask", "segment_ids")},
       post=lambda logits, width: tf.pad(tf.argmax(logits, axis=-1, output_type=tf.int32),
                                         [[0, 0], [0, seq - width]]))

@@ -153,14 +153,14 @@ def test_outputs_equal_the_keras_model_on_the_savedmodels_ids(exports):
   np.testing.assert_allclose(out["logits"], want, atol=1e-4)
   assert out["labels"].tolist() == [LABELS[i].encode() for i in want.argmax(-1)]
   assert out["label_ids"].dtype == np.int32
-  # A batch of short rows runs the 16-wide branch (litert.BUCKETS): same logits.
+  # A batch of short rows runs at its own length (LiteOps.own_length): same logits.
   short = (["short", "a b"], ["It was fine.", ""])
   out = client.LiteRTSignature(paths["pair"], num_threads=1)(
       text_a=_b(short[0]), text_b=_b(short[1]))
   f = pre(tf.constant(short[0]), tf.constant(short[1]))
-  assert f["input_mask"].numpy().sum(-1).max() <= litert.BUCKETS[0]
+  assert f["input_mask"].numpy().sum(-1).max() <= 16
   np.testing.assert_allclose(out["logits"], built["pair"](f, training=False).numpy(), atol=1e-4)
-  # A request of one row runs at that row's own length (LiteOps.bucketed).
+  # A request of one row runs at that row's own length.
   for a, b in zip(PAIRS[0] + short[0], PAIRS[1] + short[1]):
     out = client.LiteRTSignature(paths["pair"], num_threads=1)(text_a=_b([a]), text_b=_b([b]))
     f = pre(tf.constant([a]), tf.constant([b]))
@@ -216,8 +216,8 @@ def test_ner_answers_the_ner_savedmodels_outputs(exports):
   assert sorted(lite.interpreter.get_signature_runner().get_output_details()) == sorted(
       tagging_export.OUTPUTS)
   entities, truncated = 0, 0
-  # The last batches: windows that fit the 16-wide encoder branch
-  # (litert.BUCKETS); one sentence alone (the row of one: its own length).
+  # The last batches: short windows (the encoder at their own length); one
+  # sentence alone.
   short = ["Empire State Building = ESB .", "", "caf\u00e9 \U0001F600 ok"]
   for batch in [sentences[i:i + 64] for i in range(0, len(sentences), 64)] + [short, short[:1]]:
     got = lite(sentence=_b(batch))

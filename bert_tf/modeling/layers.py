@@ -612,6 +612,10 @@ def _affine(rows, kernel, bias):
 
 
 def attention_bias_from_mask(input_mask):
-  """``(1 - mask) * -10000`` as float32 [B, 1, 1, S] (original's adder)."""
+  """``(1 - mask) * -10000`` as float32 [B, 1, 1, S] (original's adder).
+
+  Expanded with ``expand_dims``, not ``[:, newaxis, newaxis, :]``: with the
+  batch and length both unknown the LiteRT converter keeps that slice as a
+  ``StridedSlice`` custom op it has no kernel for."""
   mask = tf.cast(input_mask, tf.float32)
-  return ((1.0 - mask) * -10000.0)[:, tf.newaxis, tf.newaxis, :]
+  return tf.expand_dims(tf.expand_dims((1.0 - mask) * -10000.0, 1), 1)

@@ -398,7 +398,10 @@ def test_classifier_exports_single_pair_regression(classifier_runs, tmp_path):
   args = ["A man is playing a flute.", "A man plays the flute.", "A cat.", "Stocks fell."]
   _, rows = predict_tool([path] + args)
   out = call_signature(path, {"text_a": args[0::2], "text_b": args[1::2]})
-  assert sorted(out) == ["predictions"]
+  # every classifier export says how it read each row (issue 69).
+  assert sorted(out) == ["num_windows", "predictions", "truncated"]
+  np.testing.assert_array_equal(out["num_windows"], [1, 1])
+  np.testing.assert_array_equal(out["truncated"], [False, False])
   assert_rows_equal(rows, out)
   model = _reference_classifier(classifier_runs["reg"], 1)
   feats = preprocessing.trim_to_longest(pre(tf.constant(args[0::2]),

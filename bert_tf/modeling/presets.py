@@ -285,6 +285,9 @@ class PresetLoader:
   def __init__(self, preset):
     self.preset = os.fspath(preset)
     self.source = "from_preset(%r)" % self.preset
+    # How a message that quotes the checkpoint's own path names its origin
+    # ("--init_checkpoint: checkpoint 'DIR/ckpt-3' ...", not the path twice).
+    self.origin = self.source
     self.argument = "preset"
     self.foreign_heads = "refuse"
 
@@ -952,13 +955,13 @@ class RunDirLoader(_CheckpointLoader):
     if task.name != ENCODER.name:
       try:
         return Loaded("checkpoint " + checkpoints.restore_object_checkpoint(
-            self.checkpoint, self.source, model=model), WHOLE)
+            self.checkpoint, self.origin, model=model), WHOLE)
       except errors.CorruptCheckpointError:
         raise
       except errors.CheckpointError:
         pass  # e.g. a pretraining checkpoint for a classifier: encoder only
     what = "checkpoint " + checkpoints.restore_object_checkpoint(
-        self.checkpoint, self.source, encoder=encoder_of(model))
+        self.checkpoint, self.origin, encoder=encoder_of(model))
     heads = ()
     if task.load_object_heads is not None:
       heads = tuple(task.load_object_heads(model, self.checkpoint, self.source))
@@ -1011,6 +1014,7 @@ def get_preset_loader(preset, source: str = "from_preset") -> PresetLoader:
       loader = loader_class(preset)
       if source != "from_preset":
         loader.source, loader.argument = "%s=%s" % (source, preset), argument
+        loader.origin = source
       return loader
   if os.path.isdir(preset):
     raise errors.CheckpointError(

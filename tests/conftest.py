@@ -337,8 +337,8 @@ def pytest_configure(config):
 
 
 # Each file's seconds (setup + call + teardown, both workers' sums) as
-# measured, per run kind: the full suite (fresh clone at 8ecb046, idle cores,
-# log 2026-12-02 (3)) and ``-m "not slow"`` (2026-12-02, load ~3; less the
+# measured, per run kind: the full suite (work tree at 2026-12-05's CI fixes,
+# idle cores, 741 tests in 1,106 s) and ``-m "not slow"`` (2026-12-02, load ~3; less the
 # checks since moved to the slow run). Files run
 # longest first: each worker takes whole files in this order as it frees up
 # (``--no-loadscope-reorder``: by default xdist orders files by their NUMBER
@@ -349,30 +349,31 @@ def pytest_configure(config):
 # figures need refreshing when a file's share changes a lot
 # (``.pytest_cache/v/bert_tf/file_seconds`` after a run).
 FULL_SUITE_SECONDS = {
-    "test_lockstep_parity.py": 182, "test_pretraining.py": 182, "test_readme.py": 174,
-    "test_tune.py": 144, "test_string_models.py": 111, "test_end_to_end.py": 100,
-    "test_generic_tools.py": 92, "test_export.py": 90, "test_pretraining_lockstep.py": 84,
-    "test_keras_fresh_process.py": 79, "test_fine_tuning_resume.py": 77, "test_swag.py": 76,
-    "test_run_squad.py": 72, "test_squad_export.py": 67, "test_ner.py": 56,
-    "test_dynamic_masking.py": 47, "test_classifier_tasks.py": 46, "test_rough_edges.py": 42,
-    "test_beam.py": 38, "test_hf_heads.py": 37, "test_determinism.py": 37, "test_litert.py": 34,
-    "test_squad_resume.py": 30, "test_packaging.py": 29, "test_squad_data.py": 28,
-    "test_hf_hub.py": 26, "test_extract_features.py": 25, "test_pretraining_init.py": 24,
-    "test_keras_native.py": 22, "test_first_hour.py": 21, "test_hf_write.py": 13,
-    "test_pretraining_learns.py": 12, "test_pretraining_data.py": 12,
-    "test_length_report.py": 12, "test_fast_layers.py": 11, "test_modeling.py": 11,
-    "test_tokenization.py": 11, "test_refusals.py": 10, "test_squad_model.py": 10,
-    "test_build_vocab.py": 10, "test_scalable_pretraining_data.py": 10,
-    "test_original_graph.py": 9, "test_tune_selection.py": 9,
-    "test_preserve_unused_tokens.py": 9, "test_corrupt_checkpoint.py": 8,
-    "test_recorded_settings.py": 8, "test_original_tokenization_suite.py": 8,
-    "test_runner.py": 8, "test_pretraining_stall.py": 5, "test_progress.py": 4,
-    "test_precision.py": 4, "test_export_hook.py": 3, "test_hf_tokenizer.py": 2,
-    "test_defect_guards.py": 2, "test_mut_tokenization.py": 2, "test_preset_loaders.py": 2,
-    "test_original_optimizer.py": 1, "test_architecture.py": 1, "test_litert_delegation.py": 1,
-    "test_mut_squad_metrics.py": 0, "test_notes.py": 0, "test_squad_epochs.py": 0,
-    "test_mut_conll.py": 0, "test_mut_metrics.py": 0, "test_run_dir.py": 0,
-    "test_io_utils.py": 0, "test_optimizer_default.py": 0,
+    "test_pretraining.py": 149, "test_readme.py": 146, "test_lockstep_parity.py": 142,
+    "test_tune.py": 111, "test_squad_data.py": 92, "test_generic_tools.py": 77,
+    "test_string_models.py": 76, "test_export.py": 75, "test_litert.py": 69,
+    "test_run_squad.py": 69, "test_pretraining_lockstep.py": 68, "test_end_to_end.py": 68,
+    "test_swag.py": 67, "test_squad_export.py": 60, "test_keras_fresh_process.py": 57,
+    "test_fine_tuning_resume.py": 57, "test_long_document_keras.py": 52, "test_ner.py": 49,
+    "test_determinism.py": 47, "test_long_document.py": 46, "test_dynamic_masking.py": 38,
+    "test_beam.py": 38, "test_classifier_tasks.py": 37, "test_hf_heads.py": 36,
+    "test_rough_edges.py": 34, "test_tokenization.py": 28, "test_squad_resume.py": 27,
+    "test_packaging.py": 26, "test_extract_features.py": 24, "test_hf_hub.py": 23,
+    "test_mediapipe.py": 23, "test_pretraining_init.py": 20, "test_first_hour.py": 18,
+    "test_keras_native.py": 17, "test_hf_write.py": 13, "test_length_report.py": 13,
+    "test_pretraining_learns.py": 12, "test_fast_layers.py": 12, "test_modeling.py": 12,
+    "test_squad_model.py": 12, "test_pretraining_data.py": 11, "test_tune_selection.py": 10,
+    "test_preserve_unused_tokens.py": 10, "test_refusals.py": 9, "test_build_vocab.py": 8,
+    "test_recorded_settings.py": 7, "test_runner.py": 7, "test_original_graph.py": 6,
+    "test_corrupt_checkpoint.py": 6, "test_hf_tokenizer.py": 6, "test_task_kinds.py": 6,
+    "test_pretraining_stall.py": 6, "test_progress.py": 6,
+    "test_scalable_pretraining_data.py": 5, "test_precision.py": 4,
+    "test_export_hook.py": 3, "test_preset_loaders.py": 2,
+    "test_original_tokenization_suite.py": 2, "test_mut_tokenization.py": 2,
+    "test_defect_guards.py": 2, "test_original_optimizer.py": 0, "test_architecture.py": 0,
+    "test_litert_delegation.py": 0, "test_notes.py": 0, "test_mut_squad_metrics.py": 0,
+    "test_squad_epochs.py": 0, "test_mut_metrics.py": 0, "test_mut_conll.py": 0,
+    "test_run_dir.py": 0, "test_io_utils.py": 0, "test_optimizer_default.py": 0,
 }
 NOT_SLOW_SECONDS = {
     "test_swag.py": 46, "test_litert.py": 62, "test_squad_data.py": 59,

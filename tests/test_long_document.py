@@ -409,6 +409,30 @@ def windows_run(tmp_path_factory, cropped_minilm_dir):
              str(tmp / "lite" / "1" / "model.tflite"))
 
 
+@pytest.mark.slow  # a tool run beside windows_run's (issue 41's rule)
+def test_hf_conversion_of_a_windows_run_keeps_its_settings(windows_run, dev, tmp_path):
+  """convert_checkpoint --output_format=hf of the windows run: one warning
+  line, the run's settings in config.json, from_preset of the directory
+  predicting long posts as from_preset of the run."""
+  out = str(tmp_path / "hf")
+  proc = run_tool(["tools/convert_checkpoint.py", "--input=" + windows_run.out,
+                   "--output=" + out, "--output_format=hf"])
+  assert proc.stdout.startswith("wrote BertForSequenceClassification ("), proc.stdout
+  notes = [l for l in proc.stderr.splitlines() if l.startswith("warning: ")]
+  assert len(notes) == 1 and "transformers will read one window" in notes[0], proc.stderr
+  with open(os.path.join(windows_run.out, "classifier_config.json"), encoding="utf-8") as f:
+    recorded = json.load(f)["long_document"]
+  with open(os.path.join(out, "config.json"), encoding="utf-8") as f:
+    assert json.load(f)["bert_tf_long_document"] == recorded
+  from_run = models.BertClassifier.from_preset(windows_run.out, preprocessor=True)
+  from_hf = models.BertClassifier.from_preset(out, preprocessor=True)
+  assert from_run.long_document.to_dict() == recorded == from_hf.long_document.to_dict()
+  assert from_run.window_pooling == from_hf.window_pooling == "max"
+  texts = dev[0][:6] + [""]
+  np.testing.assert_allclose(from_hf.predict(texts, verbose=0),
+                             from_run.predict(texts, verbose=0), atol=1e-5)
+
+
 def _needed_windows(ids: list, seq: int, stride: int) -> int:
   return len(squad_doc_spans(len(ids), seq - 2, stride)) or 1
 

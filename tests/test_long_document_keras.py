@@ -12,7 +12,8 @@ and 4, and its bad input).
   predicts the same on long texts); the cut warning names the remedy.
 * Hugging Face: ``convert.to_transformers`` of such a model (and
   ``tools/convert_checkpoint.py --output_format=hf`` of a ``run_classifier
-  --long_document=windows`` run) writes the settings into ``config.json``,
+  --long_document=windows`` run, in ``test_long_document.py`` beside that
+  run) writes the settings into ``config.json``,
   says in one line that transformers reads one window; transformers'
   own ``AutoModelForSequenceClassification`` loads the directory (logits
   of short texts equal ours within 1e-4) and ``from_preset`` of it
@@ -36,7 +37,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import MOVIE_DIR, TINY_CONFIG, VOCAB, copy_slice, require, run_tool
+from conftest import MOVIE_DIR, TINY_CONFIG, VOCAB, copy_slice, require
 
 from bert_tf import config as config_lib
 from bert_tf import convert
@@ -356,38 +357,6 @@ def test_transformers_loads_the_directory_and_reads_a_short_text_as_we_do(hf_wri
   with torch.no_grad():
     theirs = ref(**enc).logits.numpy()
   np.testing.assert_allclose(model(first).numpy(), theirs, atol=1e-4)
-
-
-@pytest.mark.slow  # two tool runs (issue 41's rule)
-def test_tool_writes_a_windows_run_in_one_line_and_reads_it_back(tmp_path):
-  """run_classifier --long_document=windows -> convert_checkpoint
-  --output_format=hf: one warning line, the run's settings in config.json,
-  from_preset of the directory predicting as from_preset of the run."""
-  data = str(tmp_path / "data")
-  copy_slice(os.path.join(MOVIE_DIR, "train.tsv"), data + "/train.tsv", every=600)
-  run = str(tmp_path / "run")
-  run_tool(["tools/run_classifier.py", "--task_name=sst-2", "--do_train",
-            "--data_dir=" + data, "--vocab_file=" + VOCAB, "--bert_config_file=" + TINY_CONFIG,
-            "--max_seq_length=%d" % SEQ, "--train_batch_size=8", "--num_train_epochs=1",
-            "--long_document=windows", "--window_pooling=max", "--max_windows=2",
-            "--output_dir=" + run])
-  out = str(tmp_path / "hf")
-  proc = run_tool(["tools/convert_checkpoint.py", "--input=" + run, "--output=" + out,
-                   "--output_format=hf"])
-  assert proc.stdout.startswith("wrote BertForSequenceClassification ("), proc.stdout
-  notes = [l for l in proc.stderr.splitlines() if l.startswith("warning: ")]
-  assert len(notes) == 1 and "transformers will read one window" in notes[0], proc.stderr
-  with open(os.path.join(run, "classifier_config.json"), encoding="utf-8") as f:
-    recorded = json.load(f)["long_document"]
-  with open(os.path.join(out, "config.json"), encoding="utf-8") as f:
-    assert json.load(f)["bert_tf_long_document"] == recorded
-  from_run = models.BertClassifier.from_preset(run, preprocessor=True)
-  from_hf = models.BertClassifier.from_preset(out, preprocessor=True)
-  assert from_run.long_document.to_dict() == recorded == from_hf.long_document.to_dict()
-  assert from_run.window_pooling == from_hf.window_pooling == "max"
-  texts = _long_texts()
-  np.testing.assert_allclose(from_hf.predict(texts, verbose=0),
-                             from_run.predict(texts, verbose=0), atol=1e-5)
 
 
 # --- the search -----------------------------------------------------------------

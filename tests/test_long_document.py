@@ -437,6 +437,7 @@ def _needed_windows(ids: list, seq: int, stride: int) -> int:
   return len(squad_doc_spans(len(ids), seq - 2, stride)) or 1
 
 
+@pytest.mark.slow  # the tool runs of windows_run (issue 41's rule)
 def test_windows_run_reports_records_and_evaluates_the_windows(windows_run, dev):
   """The length line counts the dev posts past the cap (the reference's
   count) and names the flag; the settings file keeps the method; the
@@ -466,6 +467,7 @@ def test_windows_run_reports_records_and_evaluates_the_windows(windows_run, dev)
   assert windows_run.reloaded_pooling == "max"
 
 
+@pytest.mark.slow  # the tool runs of windows_run (issue 41's rule)
 @pytest.mark.parametrize("lite", [False, True], ids=["saved_model", "litert"])
 def test_export_answers_every_dev_post_as_the_run(windows_run, dev, full_tokenizer, lite):
   """The SavedModel and the ``.tflite``: logits and probabilities within
@@ -489,6 +491,7 @@ def test_export_answers_every_dev_post_as_the_run(windows_run, dev, full_tokeniz
     assert_same_answers(alone, {k: v[i:i + 1] for k, v in mixed.items()}, "alone %d" % i)
 
 
+@pytest.mark.slow  # the tool runs of windows_run (issue 41's rule)
 @pytest.mark.parametrize("lite", [False, True], ids=["saved_model", "litert"])
 def test_empty_and_100000_token_documents(windows_run, lite):
   """An empty document, alone in its batch, is one window of ``[CLS] [SEP]``

@@ -240,6 +240,23 @@ def test_real_posts_pack_as_the_reference_on_full_tokenizer_ids(dev):
                                 packer.settings, SEQ, training)
 
 
+def test_head_length_line_names_the_remedy_when_it_cut(dev):
+  """The original's truncation (the default): the line counts the posts cut
+  (the reference tokenizer's count) and names ``--long_document``; a split
+  that fits says so without the remedy."""
+  texts, _, ref_ids = dev
+  pre = preprocessing.BertPreprocessor(VOCAB, True, SEQ)
+  line = ld.length_report(pre, ld.LongDocument(), texts, split="dev").line()
+  cut = sum(len(t) > SEQ - 2 for t in ref_ids)
+  assert cut > 0
+  assert line.startswith("dev: %d of 60 examples (%.1f%%) longer than --max_seq_length=%d "
+                         "tokens were cut (--long_document=windows reads them whole, "
+                         "head_tail keeps their end" % (cut, 100 * cut / 60, SEQ)), line
+  short = ld.length_report(pre, ld.LongDocument(), ["a short post"], split="dev").line()
+  assert short.startswith("dev: 0 of 1 examples (0.0%) longer than --max_seq_length=32 "
+                          "tokens were cut (length p50"), short
+
+
 def test_pairs_pack_as_the_original_run_squad(dev, full_tokenizer, tmp_path):
   """A pair (a short question, a newsgroups post) packs as the ORIGINAL
   ``run_squad.py`` (bert-tensorflow 1.0.4, ``tests/original_squad.py``) cuts

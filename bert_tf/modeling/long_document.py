@@ -56,8 +56,8 @@ METHODS = ("head", "tail", "head_tail", "windows")
 POOLINGS = ("mean", "max")
 FEATURES = ("input_ids", "input_mask", "segment_ids")
 # The remedy the length reports name for texts cut at max_seq_length.
-REMEDY = ("--long_document=windows reads them whole (or head_tail keeps their end); "
-          "see the README's long documents")
+REMEDY = ("--long_document=windows reads them whole, head_tail keeps their end: "
+          "README, \"Long documents\"")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -374,7 +374,7 @@ def length_report(preprocessor, settings: LongDocument, text_a: Sequence[str],
   under ``settings``: what is cut, and a line that names the remedy.
 
   ``head`` (the original): texts longer than ``max_seq_length``, the line
-  naming ``--long_document`` (:data:`REMEDY`); ``tail`` / ``head_tail``:
+  naming ``--long_document`` (:data:`REMEDY`) when any was cut; ``tail`` / ``head_tail``:
   the same texts, cut the method's way; ``windows``: documents that need
   more than ``--max_eval_windows`` windows (read in that many spread over
   them).
@@ -391,8 +391,13 @@ def length_report(preprocessor, settings: LongDocument, text_a: Sequence[str],
   total = len_a + (2 if len_b is None else len_b + 3)
   flag = "--max_seq_length=%d" % seq
   if settings.method == "head":
-    rule = "longer than %s tokens were cut (%s)" % (flag, REMEDY)
-    return preprocessing.LengthReport.from_lengths(split, total, seq, rule=rule)
+    report = preprocessing.LengthReport.from_lengths(
+        split, total, seq, rule="longer than %s tokens were cut" % flag)
+    # The remedy only where something was cut: a line for every split that
+    # fits would teach users to skip it.
+    if report.truncated:
+      report = dataclasses.replace(report, rule="%s (%s)" % (report.rule, REMEDY))
+    return report
   needed, unread = windows_needed(settings, len_a, len_b, seq)
   if settings.windowed:
     cut = needed > settings.max_eval_windows

@@ -13,7 +13,7 @@ EPOCHS=${MAIN_JOB_EPOCHS:-3}
 export PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=2
 rm -rf "$OUT"; mkdir -p "$OUT"
 start=$(date +%s)
-echo "main job: 4 steps, about 5 minutes on 2 cores (up to 15 on slower machines); outputs in $OUT/"
+echo "main job: 4 steps, 5 to 10 minutes on 2 cores (up to 15 on slower machines); outputs in $OUT/"
 step() { echo; echo "=== [$(( $(date +%s) - start ))s] $*"; }
 quiet() { grep --line-buffered -v -E '^(WARNING: All log messages|I0000|E0000|W0000|To enable the following|INFO:tensorflow)' || true; }
 

@@ -338,8 +338,8 @@ def pytest_configure(config):
 
 # Each file's seconds (setup + call + teardown, both workers' sums) as
 # measured, per run kind: the full suite (work tree at 2026-12-05's CI fixes,
-# idle cores, 741 tests in 1,106 s) and ``-m "not slow"`` (2026-12-02, load ~3; less the
-# checks since moved to the slow run). Files run
+# idle cores, 741 tests in 1,106 s) and ``-m "not slow"`` (the same day, 590
+# tests in 298 s). Files run
 # longest first: each worker takes whole files in this order as it frees up
 # (``--no-loadscope-reorder``: by default xdist orders files by their NUMBER
 # of tests, which left a 500 s file for last while the other worker sat
@@ -376,29 +376,30 @@ FULL_SUITE_SECONDS = {
     "test_run_dir.py": 0, "test_io_utils.py": 0, "test_optimizer_default.py": 0,
 }
 NOT_SLOW_SECONDS = {
-    "test_swag.py": 46, "test_litert.py": 62, "test_squad_data.py": 59,
-    "test_keras_fresh_process.py": 57, "test_squad_export.py": 56, "test_hf_heads.py": 53,
-    "test_export.py": 48, "test_beam.py": 36, "test_length_report.py": 25,
-    "test_fine_tuning_resume.py": 25, "test_keras_native.py": 23, "test_ner.py": 22,
-    "test_hf_write.py": 21, "test_squad_model.py": 20, "test_pretraining_data.py": 18,
-    "test_modeling.py": 17, "test_hf_hub.py": 17, "test_refusals.py": 16,
-    "test_pretraining.py": 15, "test_dynamic_masking.py": 15, "test_build_vocab.py": 1,
-    "test_string_models.py": 14, "test_packaging.py": 14, "test_preserve_unused_tokens.py": 13,
-    "test_original_tokenization_suite.py": 8, "test_scalable_pretraining_data.py": 11,
-    "test_corrupt_checkpoint.py": 10, "test_generic_tools.py": 9, "test_rough_edges.py": 8,
-    "test_progress.py": 6, "test_pretraining_init.py": 6, "test_original_graph.py": 6,
-    "test_first_hour.py": 6, "test_extract_features.py": 5, "test_determinism.py": 5,
-    "test_run_squad.py": 4, "test_export_hook.py": 4, "test_classifier_tasks.py": 4,
-    "test_tokenization.py": 3, "test_mut_tokenization.py": 3, "test_preset_loaders.py": 2,
-    "test_lockstep_parity.py": 2, "test_hf_tokenizer.py": 2, "test_defect_guards.py": 2,
-    "test_tune.py": 1, "test_pretraining_stall.py": 1, "test_original_optimizer.py": 1,
-    "test_notes.py": 1, "test_mut_squad_metrics.py": 1, "test_litert_delegation.py": 1,
-    "test_fast_layers.py": 1, "test_architecture.py": 1, "test_tune_selection.py": 0,
-    "test_squad_epochs.py": 0, "test_run_dir.py": 0, "test_precision.py": 0,
-    "test_mut_metrics.py": 0, "test_mut_conll.py": 0, "test_readme.py": 0,
-    "test_end_to_end.py": 0, "test_pretraining_lockstep.py": 0, "test_squad_resume.py": 0,
-    "test_pretraining_learns.py": 0, "test_recorded_settings.py": 0, "test_runner.py": 0,
-    "test_io_utils.py": 0, "test_optimizer_default.py": 0,
+    "test_litert.py": 69, "test_hf_heads.py": 38, "test_long_document_keras.py": 32,
+    "test_squad_export.py": 28, "test_beam.py": 26, "test_export.py": 26,
+    "test_mediapipe.py": 24, "test_keras_fresh_process.py": 22, "test_squad_data.py": 17,
+    "test_ner.py": 16, "test_hf_hub.py": 14, "test_length_report.py": 14,
+    "test_modeling.py": 12, "test_string_models.py": 12, "test_hf_write.py": 11,
+    "test_pretraining_data.py": 11, "test_swag.py": 11, "test_squad_model.py": 10,
+    "test_pretraining.py": 10, "test_long_document.py": 9, "test_keras_native.py": 9,
+    "test_corrupt_checkpoint.py": 9, "test_dynamic_masking.py": 8,
+    "test_preserve_unused_tokens.py": 8, "test_refusals.py": 8, "test_task_kinds.py": 7,
+    "test_packaging.py": 6, "test_generic_tools.py": 6, "test_export_hook.py": 5,
+    "test_scalable_pretraining_data.py": 5, "test_fine_tuning_resume.py": 5,
+    "test_determinism.py": 5, "test_first_hour.py": 5, "test_tune.py": 4,
+    "test_progress.py": 4, "test_rough_edges.py": 4, "test_extract_features.py": 3,
+    "test_classifier_tasks.py": 3, "test_original_graph.py": 3, "test_preset_loaders.py": 3,
+    "test_pretraining_init.py": 2, "test_hf_tokenizer.py": 2,
+    "test_original_tokenization_suite.py": 2, "test_tokenization.py": 2,
+    "test_defect_guards.py": 2, "test_mut_tokenization.py": 2, "test_architecture.py": 2,
+    "test_run_squad.py": 2, "test_fast_layers.py": 1, "test_build_vocab.py": 1,
+    "test_lockstep_parity.py": 1, "test_pretraining_stall.py": 1,
+    "test_original_optimizer.py": 0, "test_notes.py": 0, "test_squad_epochs.py": 0,
+    "test_litert_delegation.py": 0, "test_mut_squad_metrics.py": 0,
+    "test_mut_metrics.py": 0, "test_mut_conll.py": 0, "test_tune_selection.py": 0,
+    "test_run_dir.py": 0, "test_precision.py": 0, "test_io_utils.py": 0,
+    "test_readme.py": 0, "test_optimizer_default.py": 0, "test_runner.py": 0,
 }
 
 

@@ -243,7 +243,7 @@ def test_real_posts_pack_as_the_reference_on_full_tokenizer_ids(dev):
 def test_head_length_line_names_the_remedy_when_it_cut(dev):
   """The original's truncation (the default): the line counts the posts cut
   (the reference tokenizer's count) and names ``--long_document``; a split
-  that fits says so without the remedy."""
+  that fits says so without the remedy (under head_tail too)."""
   texts, _, ref_ids = dev
   pre = preprocessing.BertPreprocessor(VOCAB, True, SEQ)
   line = ld.length_report(pre, ld.LongDocument(), texts, split="dev").line()
@@ -255,6 +255,10 @@ def test_head_length_line_names_the_remedy_when_it_cut(dev):
   short = ld.length_report(pre, ld.LongDocument(), ["a short post"], split="dev").line()
   assert short.startswith("dev: 0 of 1 examples (0.0%) longer than --max_seq_length=32 "
                           "tokens were cut (length p50"), short
+  head_tail = ld.LongDocument("head_tail").resolved(SEQ)
+  short = ld.length_report(pre, head_tail, ["a short post"], split="dev").line()
+  assert short.startswith("dev: 0 of 1 examples (0.0%) longer than --max_seq_length=32 "
+                          "tokens were cut to their first 7 tokens and their last (length p50"), short
 
 
 def test_pairs_pack_as_the_original_run_squad(dev, full_tokenizer, tmp_path):

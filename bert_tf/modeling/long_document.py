@@ -373,9 +373,10 @@ def length_report(preprocessor, settings: LongDocument, text_a: Sequence[str],
   """The :class:`bert_tf.preprocessing.LengthReport` of a classifier split
   under ``settings``: what is cut, and a line that names the remedy.
 
-  ``head`` (the original): texts longer than ``max_seq_length``, the line
-  naming ``--long_document`` (:data:`REMEDY`) when any was cut; ``tail`` / ``head_tail``:
-  the same texts, cut the method's way; ``windows``: documents that need
+  ``head`` (the original): texts longer than ``max_seq_length``;
+  ``tail`` / ``head_tail``: the same texts, cut the method's way (the line
+  names the remedy, :data:`REMEDY` / ``windows``, when any was cut);
+  ``windows``: documents that need
   more than ``--max_eval_windows`` windows (read in that many spread over
   them).
 
@@ -391,26 +392,26 @@ def length_report(preprocessor, settings: LongDocument, text_a: Sequence[str],
   total = len_a + (2 if len_b is None else len_b + 3)
   flag = "--max_seq_length=%d" % seq
   if settings.method == "head":
-    report = preprocessing.LengthReport.from_lengths(
-        split, total, seq, rule="longer than %s tokens were cut" % flag)
-    # The remedy only where something was cut: a line for every split that
-    # fits would teach users to skip it.
-    if report.truncated:
-      report = dataclasses.replace(report, rule="%s (%s)" % (report.rule, REMEDY))
-    return report
-  needed, unread = windows_needed(settings, len_a, len_b, seq)
-  if settings.windowed:
-    cut = needed > settings.max_eval_windows
-    rule = ("take more than --max_eval_windows=%d windows of %d tokens (--doc_stride=%d) "
-            "and were read in %d spread over them" % (
-                settings.max_eval_windows, seq, settings.doc_stride, settings.max_eval_windows))
+    cut, rule, remedy = None, "longer than %s tokens were cut" % flag, REMEDY
   else:
-    cut = unread > 0
-    kept = ("their last tokens" if settings.method == "tail" else
-            "their first %d tokens and their last" % settings.head_tokens)
-    rule = ("longer than %s tokens were cut to %s (--long_document=windows reads them "
-            "whole)" % (flag, kept))
-  return preprocessing.LengthReport.from_lengths(split, total, seq, cut=cut, rule=rule)
+    needed, unread = windows_needed(settings, len_a, len_b, seq)
+    if settings.windowed:
+      cut, remedy = needed > settings.max_eval_windows, None
+      rule = ("take more than --max_eval_windows=%d windows of %d tokens (--doc_stride=%d) "
+              "and were read in %d spread over them" % (
+                  settings.max_eval_windows, seq, settings.doc_stride,
+                  settings.max_eval_windows))
+    else:
+      cut, remedy = unread > 0, "--long_document=windows reads them whole"
+      kept = ("their last tokens" if settings.method == "tail" else
+              "their first %d tokens and their last" % settings.head_tokens)
+      rule = "longer than %s tokens were cut to %s" % (flag, kept)
+  report = preprocessing.LengthReport.from_lengths(split, total, seq, cut=cut, rule=rule)
+  # The remedy only where something was cut: a line on every split that
+  # fits would teach users to skip it.
+  if report.truncated and remedy:
+    report = dataclasses.replace(report, rule="%s (%s)" % (rule, remedy))
+  return report
 
 
 def pool_windows(values: tf.Tensor, valid: tf.Tensor, pooling: str) -> tf.Tensor:
